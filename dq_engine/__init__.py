@@ -1,0 +1,62 @@
+"""dq_engine: the pure algorithm library of dqrelease.
+
+DualQuery and DQRS (and the papers' other mechanisms) over public domains of one-hot / binary attributes,
+k-way marginal workloads, a CP-SAT best-response oracle and exact privacy accounting. Only numpy, pandas,
+scipy, ortools and opendp are used here: no Prefect, DuckDB or Great Expectations (a test enforces it).
+"""
+
+from dq_engine.accounting import (
+    ComposedCost,
+    ExponentialMechanismEvent,
+    PrivacyEvent,
+    PureDpEvent,
+    ZCDPEvent,
+    compose,
+)
+from dq_engine.answers import answer_records, answer_workload, error_summary, per_marginal_max_error
+from dq_engine.calibration import calibrate_rounds, mechanism_cost
+from dq_engine.data import Dataset
+from dq_engine.domain import Attribute, Domain
+from dq_engine.dqrs import DQRSConfig, dqrs
+from dq_engine.dualquery import DualQueryConfig, dualquery
+from dq_engine.oracle import OracleConfig
+from dq_engine.results import RoundDiagnostics, SynthesisResult
+from dq_engine.rng import make_rng
+from dq_engine.workload import (
+    Workload,
+    all_kway_marginals,
+    marginal_queries,
+    random_marginals,
+    random_queries,
+)
+
+__all__ = [
+    "Attribute",
+    "ComposedCost",
+    "DQRSConfig",
+    "Dataset",
+    "Domain",
+    "DualQueryConfig",
+    "ExponentialMechanismEvent",
+    "OracleConfig",
+    "PrivacyEvent",
+    "PureDpEvent",
+    "RoundDiagnostics",
+    "SynthesisResult",
+    "Workload",
+    "ZCDPEvent",
+    "all_kway_marginals",
+    "answer_records",
+    "answer_workload",
+    "calibrate_rounds",
+    "compose",
+    "dqrs",
+    "dualquery",
+    "error_summary",
+    "make_rng",
+    "marginal_queries",
+    "mechanism_cost",
+    "per_marginal_max_error",
+    "random_marginals",
+    "random_queries",
+]

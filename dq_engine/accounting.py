@@ -1,0 +1,308 @@
+"""Privacy cost as immutable events, composed by accountants.
+
+Events describe what a mechanism did with the private data, in public terms only:
+
+* :class:`ExponentialMechanismEvent` -- ``count`` draws of an ε-DP exponential mechanism (DualQuery's
+  samples from ``Q^t``, FEM's query selection). Pure ε each; ε²/8-zCDP each by the bounded-range analysis
+  (Cesar & Rogers 2021), which OpenDP's ``make_noisy_max`` implements.
+* :class:`PureDpEvent` -- ``count`` runs of another ε-DP mechanism (Laplace counts, DQRS's rejection step,
+  randomized response). ε²/2-zCDP each (Bun & Steinke 2016, Prop. 1.4).
+* :class:`ZCDPEvent` -- a ρ-zCDP mechanism (Gaussian noise).
+
+Two accounting *modes* are reported for every run:
+
+* ``paper`` -- exactly what the papers prove. DualQuery: Theorem 4.2 (basic composition, pure ε) and
+  Theorem 4.3 (advanced composition with the worst per-draw ε'); the smaller of the two valid bounds is the
+  paper-mode ε. DQRS / FEM / sepFEM (seed 004): every ε-DP step is ε²/2-zCDP and
+  ``ρ → (ρ + 2√(ρ ln(1/δ)), δ)``.
+* ``tight`` (default for new releases) -- zCDP with the per-round ε'_t, EM draws at ε'²/8, other pure steps
+  at ε²/2, converted to (ε, δ) with the optimal conversion of Canonne, Kamath & Steinke (2020) as
+  implemented by OpenDP's ``make_zCDP_to_approxDP``.
+
+Budgets are compared exactly: costs are converted to :class:`fractions.Fraction` (exact binary value of the
+float) before they are added to or compared with a cap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
+from typing import Literal
+
+from dq_engine.errors import AccountingError
+
+__all__ = [
+    "AccountingMode",
+    "ComposedCost",
+    "ExponentialMechanismEvent",
+    "PrivacyEvent",
+    "PureDpEvent",
+    "ZCDPEvent",
+    "advanced_composition_epsilon",
+    "approx_dp_from_zcdp",
+    "basic_composition_epsilon",
+    "compose",
+    "em_rho_bounded_range",
+    "zcdp_rho",
+    "zcdp_to_approx_dp_simple",
+]
+
+AccountingMode = Literal["paper", "tight"]
+ZcdpConversion = Literal["optimal", "simple"]
+
+
+# ---------------------------------------------------------------------- events
+@dataclass(frozen=True, kw_only=True)
+class PrivacyEvent:
+    """Base class: one or more identical mechanism invocations on the private data.
+
+    Attributes:
+        count: Number of invocations (>= 0).
+        label: Public description, e.g. ``"round 12 samples from Q^t"``.
+    """
+
+    count: int = 1
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.count < 0:
+            raise AccountingError(f"event count ({self.count}) must be >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExponentialMechanismEvent(PrivacyEvent):
+    """``count`` draws of an ε-DP exponential mechanism (Definition 4.1 of the DualQuery paper).
+
+    Attributes:
+        epsilon: Pure-DP ε of one draw, ``2 Δ · (scale)`` in the paper's notation (e.g. ``2η(t-1)/n``).
+    """
+
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
+            raise AccountingError(f"epsilon ({self.epsilon}) must be finite and >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PureDpEvent(PrivacyEvent):
+    """``count`` runs of an ε-DP mechanism that is not an exponential mechanism."""
+
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
+            raise AccountingError(f"epsilon ({self.epsilon}) must be finite and >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZCDPEvent(PrivacyEvent):
+    """``count`` runs of a ρ-zCDP mechanism (e.g. Gaussian noise)."""
+
+    rho: float
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.rho >= 0 and math.isfinite(self.rho)):
+            raise AccountingError(f"rho ({self.rho}) must be finite and >= 0")
+
+
+# ---------------------------------------------------------------------- generic formulas
+def basic_composition_epsilon(events: list[PrivacyEvent]) -> float:
+    """Σ count·ε over pure events (Dwork & Roth, Theorem 3.16), summed exactly as fractions.
+
+    Raises:
+        AccountingError: If an event is zCDP-only (it has no pure-ε guarantee).
+    """
+    total = Fraction(0)
+    for event in events:
+        if isinstance(event, ZCDPEvent):
+            if event.rho > 0 and event.count > 0:
+                raise AccountingError(f"event {event.label!r} is zCDP-only; it has no pure-ε bound")
+            continue
+        total += event.count * Fraction(event.epsilon)
+    return float(total)
+
+
+def advanced_composition_epsilon(events: list[PrivacyEvent], delta: float) -> float:
+    """Advanced composition (Dwork, Rothblum & Vadhan 2010) as used in DualQuery's Theorem 4.3.
+
+    The exponential-mechanism draws compose as ``ε = √(2k ln(1/δ)) ε' + k ε' (e^{ε'} - 1)`` with ``k`` the
+    number of draws with ε > 0 and ``ε'`` the largest per-draw ε (the paper's worst case ``2η(T-1)/n``);
+    any other pure-ε events (e.g. noisy marginals) are added by basic composition.
+
+    Raises:
+        AccountingError: If ``delta`` is outside (0, 1) or a zCDP-only event is present.
+    """
+    if not 0 < delta < 1:
+        raise AccountingError(f"delta ({delta}) must be in (0, 1)")
+    if any(isinstance(e, ZCDPEvent) and e.count > 0 and e.rho > 0 for e in events):
+        raise AccountingError("advanced composition needs pure-ε events; a zCDP event was given")
+    draws = [e for e in events if isinstance(e, ExponentialMechanismEvent) and e.count > 0 and e.epsilon > 0]
+    others = [e for e in events if isinstance(e, PureDpEvent)]
+    total = basic_composition_epsilon(others)
+    if draws:
+        k = sum(e.count for e in draws)
+        worst = max(e.epsilon for e in draws)
+        total += math.sqrt(2 * k * math.log(1 / delta)) * worst + k * worst * math.expm1(worst)
+    return total
+
+
+@lru_cache(maxsize=4096)
+def em_rho_bounded_range(epsilon: float) -> float:
+    """ZCDP ρ of one ε-DP exponential-mechanism draw: ε²/8 (Cesar & Rogers 2021), via OpenDP.
+
+    OpenDP's ``make_noisy_max`` with Gumbel scale ``σ`` on a score of sensitivity ``Δ`` (L∞) is
+    ``(2Δ/σ)``-DP and ``(2Δ/σ)²/8``-zCDP; we instantiate it with ``Δ = 1``, ``σ = 2/ε``.
+    """
+    if epsilon == 0:
+        return 0.0
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float)
+    measurement = dp.m.make_noisy_max(*space, scale=2.0 / epsilon, output_measure=dp.zero_concentrated_divergence())
+    return float(measurement.map(1.0))
+
+
+def zcdp_rho(events: list[PrivacyEvent], *, em_bound: Literal["bounded_range", "pure"]) -> float:
+    """Total zCDP ρ of the events (composition adds ρ, Bun & Steinke 2016, Lemma 2.3).
+
+    Args:
+        events: Events to compose.
+        em_bound: ``"bounded_range"`` charges an ε-EM draw ε²/8 (tight mode); ``"pure"`` charges ε²/2 as
+            seed 004 does (paper mode).
+    """
+    total = 0.0
+    for event in events:
+        if event.count == 0:
+            continue
+        if isinstance(event, ZCDPEvent):
+            total += event.count * event.rho
+        elif isinstance(event, ExponentialMechanismEvent) and em_bound == "bounded_range":
+            total += event.count * em_rho_bounded_range(event.epsilon)
+        else:
+            total += event.count * event.epsilon**2 / 2
+    return total
+
+
+def zcdp_to_approx_dp_simple(rho: float, delta: float) -> float:
+    """``ε = ρ + 2√(ρ ln(1/δ))`` (Bun & Steinke 2016, Prop. 1.3), the conversion seed 004 uses."""
+    if not 0 < delta < 1:
+        raise AccountingError(f"delta ({delta}) must be in (0, 1)")
+    return rho + 2 * math.sqrt(rho * math.log(1 / delta))
+
+
+@lru_cache(maxsize=4096)
+def approx_dp_from_zcdp(rho: float, delta: float) -> float:
+    """Optimal ε(δ) of a ρ-zCDP mechanism (Canonne, Kamath & Steinke 2020), via OpenDP."""
+    if not 0 < delta < 1:
+        raise AccountingError(f"delta ({delta}) must be in (0, 1)")
+    if rho == 0:
+        return 0.0
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib", "honest-but-curious")
+    space = dp.atom_domain(T=int), dp.absolute_distance(T=int)
+    measurement = dp.m.make_user_measurement(
+        *space,
+        output_measure=dp.zero_concentrated_divergence(),
+        function=lambda _: 0,
+        privacy_map=lambda _: rho,
+    )
+    curve = dp.c.make_zCDP_to_approxDP(measurement).map(1)
+    return float(curve.epsilon(delta))
+
+
+# ---------------------------------------------------------------------- composed cost
+@dataclass(frozen=True, kw_only=True)
+class ComposedCost:
+    """The privacy cost of a list of events in one accounting mode.
+
+    Attributes:
+        mode: ``"paper"`` or ``"tight"``.
+        epsilon: ε of the (ε, δ) guarantee.
+        delta: δ of the guarantee (0 for a pure-ε guarantee).
+        rho: zCDP ρ when the mode's analysis is zCDP, else None.
+        pure_epsilon: Basic-composition pure ε when all events are pure, else None.
+        method: Public description of the analysis used.
+    """
+
+    mode: AccountingMode
+    epsilon: float
+    delta: float
+    rho: float | None = None
+    pure_epsilon: float | None = None
+    method: str = ""
+    details: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-friendly view."""
+        return {
+            "mode": self.mode,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "rho": self.rho,
+            "pure_epsilon": self.pure_epsilon,
+            "method": self.method,
+            **({"details": dict(self.details)} if self.details else {}),
+        }
+
+
+def compose(
+    events: list[PrivacyEvent],
+    *,
+    mode: AccountingMode,
+    delta: float,
+    paper_analysis: Literal["advanced_composition", "zcdp"] = "zcdp",
+) -> ComposedCost:
+    """Compose events in one mode.
+
+    Args:
+        events: All events of a run.
+        mode: ``"paper"`` or ``"tight"`` (see module docstring).
+        delta: Target δ in (0, 1).
+        paper_analysis: For paper mode, the paper's own analysis: ``"advanced_composition"`` (DualQuery,
+            Theorems 4.2/4.3: the smaller of the pure and the advanced-composition ε) or ``"zcdp"``
+            (seed 004: ε²/2 per pure step, simple conversion).
+    """
+    pure_ok = not any(isinstance(e, ZCDPEvent) and e.count and e.rho for e in events)
+    pure = basic_composition_epsilon(events) if pure_ok else None
+    if mode == "tight":
+        rho = zcdp_rho(events, em_bound="bounded_range")
+        epsilon = approx_dp_from_zcdp(rho, delta)
+        return ComposedCost(
+            mode=mode,
+            epsilon=epsilon,
+            delta=delta,
+            rho=rho,
+            pure_epsilon=pure,
+            method="zCDP: EM draws eps^2/8 (bounded range), pure steps eps^2/2, optimal conversion (CKS 2020)",
+        )
+    if mode != "paper":
+        raise AccountingError(f"accounting mode {mode!r} must be 'paper' or 'tight'")
+    if paper_analysis == "advanced_composition":
+        advanced = advanced_composition_epsilon(events, delta)
+        if pure is not None and pure <= advanced:
+            return ComposedCost(
+                mode=mode, epsilon=pure, delta=0.0, pure_epsilon=pure, method="basic composition (Theorem 4.2)",
+                details={"theorem_4_2_epsilon": pure, "theorem_4_3_epsilon": advanced},
+            )
+        return ComposedCost(
+            mode=mode, epsilon=advanced, delta=delta, pure_epsilon=pure,
+            method="advanced composition (Theorem 4.3)",
+            details={"theorem_4_2_epsilon": pure if pure is not None else math.nan, "theorem_4_3_epsilon": advanced},
+        )
+    rho = zcdp_rho(events, em_bound="pure")
+    return ComposedCost(
+        mode=mode,
+        epsilon=zcdp_to_approx_dp_simple(rho, delta),
+        delta=delta,
+        rho=rho,
+        pure_epsilon=pure,
+        method="zCDP as in seed 004: eps-DP step => eps^2/2, rho + 2 sqrt(rho ln(1/delta))",
+    )

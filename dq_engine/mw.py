@@ -1,0 +1,115 @@
+r"""The query player's multiplicative-weights distribution over a negation-closed query class.
+
+Sign convention (used everywhere in dqrelease; it is the one of the markdown version of the DualQuery
+paper, file 001, Algorithm 2, and of seed 004, Algorithm 4):
+
+* payoff ``A(x, q) = q(D) - q(x)`` (paper eq. (1)); the query player maximises it, the data player
+  minimises it, i.e. the best response **maximises** the weighted number of satisfied sampled queries;
+* update ``Q^{t+1}_q ∝ exp(-η <q, x^t - D>) Q^t_q = exp(η A(x^t, q)) Q^t_q``.
+
+Because ``q̄(x) = 1 - q(x)``, the payoff of a negation is minus the payoff of its query, and starting
+from the uniform distribution the log-weight of ``q̄`` is always minus the log-weight of ``q``. We store
+one cumulative log-weight ``L_i = η Σ_t (q_i(D) - q_i(x^t))`` per positive query; the class of ``2N``
+queries has weights ``exp(L_i)`` (query ``i``) and ``exp(-L_i)`` (its negation).
+
+Sampling is two-stage and exact: pick the pair ``i`` with probability ∝ ``cosh(L_i)`` by inverse-CDF
+(one cumulative sum, ``searchsorted`` for all ``s`` draws), then the sign with probability
+``sigmoid(2 L_i)`` for the positive query. Never a Python loop over queries, never
+``Generator.choice(p=...)`` over millions of entries.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["QueryDistribution", "SampledQueries"]
+
+
+class SampledQueries:
+    r"""A multiset of sampled queries: positive query indices and a negation flag per draw.
+
+    Attributes:
+        index: Query index of each draw, shape ``(s,)``.
+        negated: True where the draw is the negation ``q̄``, shape ``(s,)``.
+    """
+
+    __slots__ = ("index", "negated")
+
+    def __init__(self, index: np.ndarray, negated: np.ndarray) -> None:
+        self.index = np.asarray(index, dtype=np.int64)
+        self.negated = np.asarray(negated, dtype=bool)
+
+    def __len__(self) -> int:
+        return int(self.index.shape[0])
+
+    def signed_keys(self) -> np.ndarray:
+        """One integer per draw: ``2 i`` for ``q_i`` and ``2 i + 1`` for its negation."""
+        return 2 * self.index + self.negated
+
+    def distinct(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Distinct sampled queries with multiplicities: ``(index, negated, count)``."""
+        keys, counts = np.unique(self.signed_keys(), return_counts=True)
+        return keys // 2, (keys % 2).astype(bool), counts.astype(np.int64)
+
+    def concat(self, other: SampledQueries) -> SampledQueries:
+        """Multiset union."""
+        return SampledQueries(
+            np.concatenate([self.index, other.index]), np.concatenate([self.negated, other.negated])
+        )
+
+    def take(self, positions: np.ndarray) -> SampledQueries:
+        """Sub-multiset at the given positions."""
+        return SampledQueries(self.index[positions], self.negated[positions])
+
+
+class QueryDistribution:
+    """MW distribution ``Q^t`` over ``N`` queries and their negations.
+
+    Args:
+        n_queries: Number of positive queries ``N``.
+        eta: Learning rate η > 0.
+    """
+
+    def __init__(self, n_queries: int, *, eta: float) -> None:
+        if n_queries < 1:
+            raise ValueError(f"n_queries ({n_queries}) must be >= 1")
+        if not eta > 0:
+            raise ValueError(f"eta ({eta}) must be > 0")
+        self.eta = float(eta)
+        self.log_weight = np.zeros(n_queries, dtype=np.float64)
+
+    def update(self, payoff: np.ndarray) -> None:
+        """Apply ``L += η · A(x^t, q)`` where ``payoff = q(D) - q(x^t)`` for every positive query."""
+        self.log_weight += self.eta * payoff
+
+    def pair_weights(self) -> np.ndarray:
+        r"""Unnormalised weight of each pair ``{q_i, q̄_i}``, ∝ ``cosh(L_i)``, scaled for stability."""
+        magnitude = np.abs(self.log_weight)
+        return np.exp(magnitude - magnitude.max()) * (1.0 + np.exp(-2.0 * magnitude))
+
+    def probabilities(self) -> tuple[np.ndarray, np.ndarray]:
+        r"""Exact probabilities ``(P[q_i], P[q̄_i])`` (for tests and diagnostics; O(N) memory)."""
+        shift = np.abs(self.log_weight).max()
+        positive = np.exp(self.log_weight - shift)
+        negative = np.exp(-self.log_weight - shift)
+        total = positive.sum() + negative.sum()
+        return positive / total, negative / total
+
+    def entropy(self) -> float:
+        """Shannon entropy (nats) of the distribution over the ``2N`` queries."""
+        positive, negative = self.probabilities()
+        p = np.concatenate([positive, negative])
+        p = p[p > 0]
+        return float(-(p * np.log(p)).sum())
+
+    def sample(self, count: int, rng: np.random.Generator) -> SampledQueries:
+        """Draw ``count`` independent queries from ``Q^t`` (each draw is one exponential-mechanism draw)."""
+        if count < 0:
+            raise ValueError(f"count ({count}) must be >= 0")
+        cumulative = np.cumsum(self.pair_weights())
+        targets = rng.random(count) * cumulative[-1]
+        index = np.minimum(np.searchsorted(cumulative, targets, side="right"), len(cumulative) - 1)
+        # P[positive | pair i] = e^{L} / (e^{L} + e^{-L}) = 1 / (1 + e^{-2L})
+        positive_probability = 0.5 * (1.0 + np.tanh(self.log_weight[index]))
+        negated = rng.random(count) >= positive_probability
+        return SampledQueries(index, negated)

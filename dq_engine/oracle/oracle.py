@@ -1,0 +1,125 @@
+"""The best-response oracle: local search, CP-SAT, or a portfolio of both.
+
+The portfolio (default) runs the numpy local search first, then CP-SAT warm-started with the local
+search's record as a *complete* hint (every bit and every clause indicator), and keeps the better record
+by the exact objective. Whatever the solvers do, the returned record is a valid record (one value per
+one-hot block), and if CP-SAT finds nothing and there is no local-search record, a documented fallback
+(previous round's record, or a random record) is used and counted. Privacy never depends on the oracle:
+it only sees sampled queries, which are already private.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dq_engine.oracle.config import OracleConfig
+from dq_engine.oracle.cpsat import solve_cpsat
+from dq_engine.oracle.local_search import local_search
+from dq_engine.oracle.problem import BestResponseProblem
+
+__all__ = ["BestResponse", "best_response"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BestResponse:
+    """A best response and how it was found.
+
+    Attributes:
+        codes: The record as value codes ``(m,)`` (touched attributes only are meaningful; free ones are
+            filled afterwards by the free-attribute policy).
+        objective: Exact objective of ``codes`` (weighted satisfied sampled queries).
+        source: ``"local"``, ``"cpsat"`` or ``"fallback"``.
+        status: CP-SAT status name, or ``"NOT_RUN"``.
+        bound: CP-SAT's proven upper bound, when available.
+        solver_seconds: CP-SAT wall time (0 if not run).
+        local_seconds: Local-search wall time (0 if not run).
+        build_seconds: CP-SAT model build time.
+        local_objective: Objective found by local search (None if not run).
+        cpsat_objective: Objective found by CP-SAT (None if not run or no solution).
+    """
+
+    codes: np.ndarray
+    objective: float
+    source: str
+    status: str
+    bound: float | None
+    solver_seconds: float
+    local_seconds: float
+    build_seconds: float
+    local_objective: float | None
+    cpsat_objective: float | None
+
+    @property
+    def gap(self) -> float | None:
+        """Relative optimality gap ``(bound - objective) / max(1, |bound|)`` when a bound exists."""
+        if self.bound is None:
+            return None
+        return max(0.0, (self.bound - self.objective) / max(1.0, abs(self.bound)))
+
+
+def _objective(problem: BestResponseProblem, codes: np.ndarray) -> float:
+    return float(problem.objective(problem.domain.encode_records(codes[None, :]))[0])
+
+
+def best_response(
+    problem: BestResponseProblem,
+    config: OracleConfig,
+    rng: np.random.Generator,
+    *,
+    previous: np.ndarray | None = None,
+) -> BestResponse:
+    """Compute an (approximate) best response.
+
+    Args:
+        problem: The weighted MAX-CSP built from the sampled queries.
+        config: Oracle settings.
+        rng: Generator (local-search perturbations, CP-SAT seed, random fallback).
+        previous: Previous round's record (value codes), used as a start, hint and fallback.
+    """
+    domain = problem.domain
+    random_record = (rng.random(len(domain)) * domain.sizes).astype(np.int64)
+    start = previous if previous is not None else random_record
+    cpsat_seed = int(rng.integers(0, 2**31 - 1))
+
+    local = None
+    if config.kind in ("portfolio", "local"):
+        starts = [start] if previous is None else [previous, random_record]
+        local = local_search(
+            problem,
+            starts,
+            rng,
+            max_restarts=config.local_restarts,
+            time_limit=1e9 if config.deterministic else config.local_time_limit,
+        )
+    cp = None
+    if config.kind in ("portfolio", "cpsat") and problem.n_clauses + (problem.linear is not None) > 0:
+        hint = local.codes if local is not None else previous
+        cp = solve_cpsat(problem, config, hint=hint, seed=cpsat_seed)
+
+    candidates: list[tuple[float, str, np.ndarray]] = []
+    if local is not None:
+        candidates.append((local.objective, "local", local.codes))
+    if cp is not None and cp.codes is not None:
+        candidates.append((_objective(problem, cp.codes), "cpsat", cp.codes))
+    if candidates:
+        # prefer CP-SAT on ties (it carries a proof); otherwise the higher objective
+        objective, source, codes = max(candidates, key=lambda c: (c[0], c[1] == "cpsat"))
+    else:
+        codes = previous if (previous is not None and config.fallback == "previous") else random_record
+        objective, source = _objective(problem, codes), "fallback"
+    return BestResponse(
+        codes=np.asarray(codes, dtype=np.int64),
+        objective=objective,
+        source=source,
+        status=cp.status if cp is not None else "NOT_RUN",
+        bound=cp.bound if cp is not None else None,
+        solver_seconds=cp.seconds if cp is not None else 0.0,
+        local_seconds=local.seconds if local is not None else 0.0,
+        build_seconds=cp.build_seconds if cp is not None else 0.0,
+        local_objective=local.objective if local is not None else None,
+        cpsat_objective=cp.objective if cp is not None else None,
+    )
+
+

@@ -1,0 +1,103 @@
+r"""The data player's best-response problem (DualQuery paper §5; seed 004 §6).
+
+Given sampled queries ``q̂_1..q̂_s`` (conjunctions and negated conjunctions), the best response is
+``argmax_x Σ_i q̂_i(x)`` over valid records ``x`` (one bit per one-hot block): a weighted MAX-CSP.
+Duplicate samples are merged into integer weights. An optional linear term ``Σ_j c_j x_j`` carries FEM's
+perturbation ``-<x, σ>`` (seed 004, Algorithm 2) or sepFEM's separator weights.
+
+Only the *touched* attributes (those with a bit in some clause or a non-zero linear coefficient) are
+decision variables; the others are *free* (paper §6.4) and are set by a :mod:`free-attribute policy
+<dq_engine.oracle.free_attributes>`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from dq_engine.domain import Domain
+from dq_engine.mw import SampledQueries
+from dq_engine.workload import Workload
+
+__all__ = ["BestResponseProblem", "problem_from_samples"]
+
+
+@dataclass(frozen=True, eq=False)
+class BestResponseProblem:
+    """A weighted MAX-CSP over a domain's bit encoding.
+
+    Attributes:
+        domain: Public domain (one-hot blocks are exactly-one constraints).
+        clause_bits: Bits of each clause, shape ``(C, kmax)``, padded with -1.
+        clause_negated: True for a negated conjunction (satisfied unless all its bits are 1).
+        clause_weight: Non-negative weight of each clause (integer counts for DualQuery).
+        linear: Optional coefficient per bit, shape ``(n_bits,)``; adds ``Σ_j linear_j x_j``.
+    """
+
+    domain: Domain
+    clause_bits: np.ndarray
+    clause_negated: np.ndarray
+    clause_weight: np.ndarray
+    linear: np.ndarray | None = None
+
+    @property
+    def n_clauses(self) -> int:
+        """Number of distinct clauses."""
+        return int(self.clause_bits.shape[0])
+
+    @cached_property
+    def clause_size(self) -> np.ndarray:
+        """Number of literals of each clause."""
+        return (self.clause_bits >= 0).sum(axis=1)
+
+    @cached_property
+    def incidence(self) -> tuple[np.ndarray, np.ndarray]:
+        """Flattened (clause, bit) pairs of every literal."""
+        rows, cols = np.nonzero(self.clause_bits >= 0)
+        return rows.astype(np.int64), self.clause_bits[rows, cols].astype(np.int64)
+
+    @cached_property
+    def touched_attributes(self) -> np.ndarray:
+        """Sorted indices of attributes that appear in a clause or in the linear term."""
+        touched = np.zeros(len(self.domain), dtype=bool)
+        _, bits = self.incidence
+        touched[self.domain.bit_attribute[bits]] = True
+        if self.linear is not None:
+            touched[self.domain.bit_attribute[np.nonzero(self.linear)[0]]] = True
+        return np.nonzero(touched)[0]
+
+    def objective(self, records: np.ndarray) -> np.ndarray:
+        """Objective of each bit record, shape ``(r,)`` for records ``(r, n_bits)`` (or scalar for one)."""
+        records = np.asarray(records, dtype=bool)
+        single = records.ndim == 1
+        records = np.atleast_2d(records)
+        rows, bits = self.incidence
+        on = np.stack(
+            [np.bincount(rows, weights=record[bits], minlength=self.n_clauses) for record in records]
+        ).astype(np.int64)
+        full = on == self.clause_size
+        satisfied = np.where(self.clause_negated, ~full, full)
+        value = satisfied.astype(float) @ self.clause_weight.astype(float)
+        if self.linear is not None:
+            value = value + records.astype(float) @ self.linear
+        return value[0] if single else value
+
+
+def problem_from_samples(
+    workload: Workload, samples: SampledQueries, *, linear: np.ndarray | None = None
+) -> BestResponseProblem:
+    """Merge sampled queries into a weighted clause set (duplicates become integer weights)."""
+    index, negated, count = samples.distinct()
+    columns = workload.query_bits
+    sentinel = workload.domain.n_bits
+    bits = np.stack([c[index] for c in columns], axis=1).astype(np.int64)
+    bits[bits == sentinel] = -1
+    return BestResponseProblem(
+        domain=workload.domain,
+        clause_bits=bits,
+        clause_negated=negated,
+        clause_weight=count,
+        linear=linear,
+    )

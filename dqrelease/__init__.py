@@ -1,0 +1,1 @@
+"""dqrelease: configs, ledger, ingestion, reports and the CLI around dq_engine."""

@@ -1,0 +1,420 @@
+"""The release config (one TOML file) and the public schema file, validated with pydantic.
+
+Every model forbids unknown keys (``extra="forbid"``) so a typo is an error, not a silently ignored
+setting. Relative paths are resolved against the directory of the file that contains them. Loading a
+config never reads the private data: :func:`load_config` only parses TOML files.
+
+See ``docs/config.md`` for the reference of every key and ``examples/`` for complete configs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dqrelease.errors import ConfigInvalidError
+
+__all__ = [
+    "CategoricalColumn",
+    "ColumnSchema",
+    "NumericColumn",
+    "ReleaseConfig",
+    "Schema",
+    "load_config",
+    "load_schema",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------------- schema
+class CategoricalColumn(_Model):
+    """A categorical column: a public, finite value set (one-hot block after discretization)."""
+
+    name: str = Field(min_length=1, description="Column name in the source table.")
+    type: Literal["categorical"] = "categorical"
+    values: list[str] = Field(min_length=1, description="Declared values, including the missing-value code.")
+    aliases: dict[str, str] = Field(
+        default_factory=dict, description="Raw spellings mapped to a declared value (e.g. '>50K.' -> '>50K')."
+    )
+    missing: str | None = Field(
+        default=None, description="Declared value that a NULL / empty cell becomes (must be in values)."
+    )
+    nullable: bool = Field(default=False, description="Whether NULL is allowed in the raw table.")
+
+    @model_validator(mode="after")
+    def _check(self) -> CategoricalColumn:
+        if len(set(self.values)) != len(self.values):
+            raise ValueError(f"column {self.name!r}: values must be distinct")
+        unknown = sorted(set(self.aliases.values()) - set(self.values))
+        if unknown:
+            raise ValueError(f"column {self.name!r}: aliases map to undeclared values {unknown}; add them to values")
+        if self.missing is not None and self.missing not in self.values:
+            raise ValueError(f"column {self.name!r}: missing code {self.missing!r} must be one of values")
+        if self.nullable and self.missing is None:
+            raise ValueError(f"column {self.name!r}: nullable needs a 'missing' value that NULL becomes")
+        return self
+
+    @property
+    def size(self) -> int:
+        """Number of values (width of the one-hot block)."""
+        return len(self.values)
+
+    @property
+    def labels(self) -> list[str]:
+        """Public labels of the codes."""
+        return list(self.values)
+
+
+class NumericColumn(_Model):
+    """A numeric column bucketed with public edges: bucket ``i`` is ``[edges[i], edges[i+1])``."""
+
+    name: str = Field(min_length=1)
+    type: Literal["integer", "float"]
+    edges: list[float] = Field(min_length=2, description="Strictly increasing public bucket edges.")
+    out_of_range: Literal["error", "clip"] = Field(
+        default="error", description="'error': values outside [first, last edge) fail validation; 'clip': clamp."
+    )
+    nullable: bool = False
+    missing_bucket: bool = Field(
+        default=False, description="Add a bucket for NULL (requires nullable = true)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> NumericColumn:
+        if any(not math.isfinite(e) for e in self.edges):
+            raise ValueError(f"column {self.name!r}: edges must be finite numbers")
+        if any(b <= a for a, b in zip(self.edges, self.edges[1:], strict=False)):
+            raise ValueError(f"column {self.name!r}: edges must be strictly increasing")
+        if self.missing_bucket and not self.nullable:
+            raise ValueError(f"column {self.name!r}: missing_bucket needs nullable = true")
+        if self.nullable and not self.missing_bucket:
+            raise ValueError(f"column {self.name!r}: a nullable numeric column needs missing_bucket = true")
+        return self
+
+    @property
+    def size(self) -> int:
+        """Number of buckets (plus the missing bucket)."""
+        return len(self.edges) - 1 + int(self.missing_bucket)
+
+    @property
+    def labels(self) -> list[str]:
+        """Bucket labels ``[lo, hi)``."""
+        def fmt(v: float) -> str:
+            return str(int(v)) if float(v).is_integer() else repr(v)
+
+        labels = [f"[{fmt(a)}, {fmt(b)})" for a, b in zip(self.edges, self.edges[1:], strict=False)]
+        return [*labels, "missing"] if self.missing_bucket else labels
+
+
+class BinaryColumn(_Model):
+    """A natively binary 0/1 column (a single bit)."""
+
+    name: str = Field(min_length=1)
+    type: Literal["binary"]
+    nullable: bool = False
+
+    @property
+    def size(self) -> int:
+        """Always 2."""
+        return 2
+
+    @property
+    def labels(self) -> list[str]:
+        """'0', '1'."""
+        return ["0", "1"]
+
+
+ColumnSchema = Annotated[CategoricalColumn | NumericColumn | BinaryColumn, Field(discriminator="type")]
+
+
+class Schema(_Model):
+    """The public schema of the raw table. Bins and value sets come from here, never from the data."""
+
+    columns: list[ColumnSchema] = Field(min_length=1)
+
+    @field_validator("columns")
+    @classmethod
+    def _unique(cls, columns: list[ColumnSchema]) -> list[ColumnSchema]:
+        names = [c.name for c in columns]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"column names must be unique; repeated: {duplicates}")
+        return columns
+
+    @property
+    def names(self) -> list[str]:
+        """Column names in order."""
+        return [c.name for c in self.columns]
+
+
+# ---------------------------------------------------------------------- release config
+class SourceConfig(_Model):
+    """Where the raw table comes from."""
+
+    format: Literal["csv", "parquet", "duckdb", "transactions"]
+    paths: list[Path] = Field(default_factory=list, description="CSV / Parquet / transaction files.")
+    header: bool = True
+    delimiter: str = ","
+    comment: str | None = Field(default=None, description="Lines starting with this character are skipped.")
+    column_names: list[str] | None = Field(default=None, description="Names when the files have no header.")
+    null_strings: list[str] = Field(default_factory=list, description="Raw strings read as NULL.")
+    database: Path | None = Field(default=None, description="Existing DuckDB file (format = 'duckdb').")
+    table: str | None = Field(default=None, description="Table in that DuckDB file (format = 'duckdb').")
+    gzip: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> SourceConfig:
+        if self.format == "duckdb":
+            if self.database is None or not self.table:
+                raise ValueError("source format 'duckdb' needs 'database' and 'table'")
+            if not self.table.replace("_", "").isalnum():
+                raise ValueError("source table must be a plain identifier (letters, digits, underscore)")
+        elif not self.paths:
+            raise ValueError(f"source format {self.format!r} needs at least one path in 'paths'")
+        if len(self.delimiter) != 1:
+            raise ValueError("delimiter must be a single character")
+        return self
+
+
+class PrivacyConfig(_Model):
+    """Neighbouring relation, dataset size, target budget and accounting mode."""
+
+    neighbouring: Literal["replace-one"] = Field(
+        default="replace-one", description="Neighbouring datasets differ in one record, n is public."
+    )
+    n: Literal["public", "noisy"] = Field(
+        default="public",
+        description="'public': the row count is public; 'noisy': estimate it with a charged Laplace count.",
+    )
+    n_epsilon: float = Field(default=0.0, ge=0, description="epsilon of the noisy count (n = 'noisy' only).")
+    epsilon: float | None = Field(
+        default=None, gt=0, description="Target epsilon (T is derived when rounds is omitted)."
+    )
+    delta: float = Field(gt=0, lt=1, description="Target delta.")
+    accounting: Literal["tight", "paper"] = "tight"
+
+    @model_validator(mode="after")
+    def _check(self) -> PrivacyConfig:
+        if self.n == "noisy" and not self.n_epsilon > 0:
+            raise ValueError("privacy.n = 'noisy' needs n_epsilon > 0")
+        if self.n == "public" and self.n_epsilon:
+            raise ValueError("privacy.n_epsilon is only used with n = 'noisy'; remove it")
+        return self
+
+
+class WorkloadConfig(_Model):
+    """Which queries the release should answer well (and the error report measures)."""
+
+    kind: Literal["random_marginals", "random_queries", "all_kway", "explicit"]
+    k: int = Field(default=3, ge=1, le=5)
+    count: int | None = Field(default=None, ge=1, description="Number of marginals / queries for random kinds.")
+    seed: int = Field(default=0, ge=0, description="Public seed of the workload generator (not the release seed).")
+    marginals: list[list[str]] | None = Field(default=None, description="Attribute sets for kind = 'explicit'.")
+
+    @model_validator(mode="after")
+    def _check(self) -> WorkloadConfig:
+        if self.kind in ("random_marginals", "random_queries") and self.count is None:
+            raise ValueError(f"workload kind {self.kind!r} needs 'count'")
+        if self.kind == "explicit" and not self.marginals:
+            raise ValueError("workload kind 'explicit' needs 'marginals' (a list of column-name lists)")
+        return self
+
+
+class OracleSettings(_Model):
+    """Best-response oracle settings (see dq_engine.oracle.OracleConfig)."""
+
+    kind: Literal["portfolio", "cpsat", "local"] = "portfolio"
+    time_limit: float = Field(default=2.0, gt=0)
+    num_workers: int = Field(default=8, ge=1, le=64)
+    deterministic_time_limit: float = Field(default=1.0, gt=0)
+    max_presolve_iterations: int | None = Field(default=1, ge=0)
+    local_time_limit: float = Field(default=0.5, gt=0)
+    local_restarts: int = Field(default=20, ge=0)
+    fallback: Literal["previous", "random"] = "previous"
+
+
+class MechanismConfig(_Model):
+    """The synthesizer and its parameters."""
+
+    name: Literal["dualquery", "dqrs", "fem", "sepfem", "mwem", "randomized_response"] = "dualquery"
+    eta: float | None = Field(default=None, gt=0, description="Learning rate (DualQuery/DQRS/FEM).")
+    samples: int | None = Field(default=None, ge=1, description="Queries sampled per round s (DualQuery/DQRS).")
+    rounds: int | None = Field(default=None, ge=1, description="Rounds T; derived from privacy.epsilon if omitted.")
+    topup_fraction: float = Field(default=0.25, ge=0, le=1, description="DQRS top-up reserve fraction.")
+    free_policy: Literal["zero", "random", "dp-marginal"] = "random"
+    free_epsilon: float = Field(default=0.0, ge=0)
+    oracle: OracleSettings = Field(default_factory=OracleSettings)
+
+
+class OutputConfig(_Model):
+    """Where and how the synthetic table is published."""
+
+    directory: Path = Field(description="Parent directory of the published releases.")
+    formats: list[Literal["parquet", "csv", "duckdb"]] = Field(default_factory=lambda: ["parquet", "csv", "duckdb"])
+    rows: int | None = Field(default=None, ge=1, description="Rows to publish (default: n when n is public).")
+    numeric_values: Literal["bucket_label", "uniform"] = Field(
+        default="bucket_label", description="Numbers as their bucket label, or drawn uniformly inside the bucket."
+    )
+
+    @field_validator("formats")
+    @classmethod
+    def _formats(cls, formats: list[str]) -> list[str]:
+        if not formats:
+            raise ValueError("give at least one output format")
+        if len(set(formats)) != len(formats):
+            raise ValueError("output formats must not repeat")
+        return formats
+
+
+class LedgerConfig(_Model):
+    """The persistent budget ledger."""
+
+    path: Path = Field(description="DuckDB file of the ledger (shared by every release of the dataset).")
+    dataset_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    initial_cap_epsilon: float | None = Field(
+        default=None, gt=0, description="Cap created if the dataset has none yet (never changes an existing cap)."
+    )
+    initial_cap_delta: float | None = Field(default=None, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> LedgerConfig:
+        if (self.initial_cap_epsilon is None) != (self.initial_cap_delta is None):
+            raise ValueError("give both initial_cap_epsilon and initial_cap_delta, or neither")
+        return self
+
+
+class RunConfig(_Model):
+    """Randomness, working database and execution."""
+
+    seed_mode: Literal["secure", "seeded"] = Field(
+        default="secure", description="'secure': OS entropy (real releases); 'seeded': tests and audits only."
+    )
+    seed: int | None = Field(default=None, ge=0, description="Seed for seed_mode = 'seeded'; never published.")
+    database: Path | None = Field(default=None, description="Working DuckDB file (default: <output>/work.duckdb).")
+    dask_address: str | None = Field(default=None, description="Run parallel tasks on this Dask scheduler.")
+
+    @model_validator(mode="after")
+    def _check(self) -> RunConfig:
+        if self.seed_mode == "seeded" and self.seed is None:
+            raise ValueError("seed_mode 'seeded' needs a seed")
+        if self.seed_mode == "secure" and self.seed is not None:
+            raise ValueError("a seed is only allowed with seed_mode = 'seeded' (tests and audits)")
+        return self
+
+
+class ReleaseConfig(_Model):
+    """One release: source, schema, privacy, workload, mechanism, ledger, output, run settings."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    description: str = ""
+    schema_file: Path
+    source: SourceConfig
+    privacy: PrivacyConfig
+    workload: WorkloadConfig
+    mechanism: MechanismConfig = Field(default_factory=MechanismConfig)
+    ledger: LedgerConfig
+    output: OutputConfig
+    run: RunConfig = Field(default_factory=RunConfig)
+
+    @model_validator(mode="after")
+    def _check(self) -> ReleaseConfig:
+        m = self.mechanism
+        if m.name in ("dualquery", "dqrs"):
+            if m.eta is None or m.samples is None:
+                raise ValueError(f"mechanism {m.name!r} needs eta and samples")
+            if m.rounds is None and self.privacy.epsilon is None:
+                raise ValueError("give mechanism.rounds or privacy.epsilon (T is then the largest that fits)")
+        if m.free_policy == "dp-marginal" and not m.free_epsilon > 0:
+            raise ValueError("free_policy 'dp-marginal' needs free_epsilon > 0")
+        return self
+
+    @property
+    def source_dir(self) -> Path:
+        """Directory relative paths were resolved against."""
+        return self.schema_file.parent
+
+
+def _format_error(error: ValidationError, path: Path) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    message = first["msg"].removeprefix("Value error, ")
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{path}: {where}: {message}{more}"
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigInvalidError(f"{path}: file not found; check the path") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigInvalidError(f"{path}: not valid TOML ({error})") from None
+
+
+def _resolve(base: Path, value: object) -> object:
+    return str((base / Path(str(value))).resolve()) if value is not None else None
+
+
+def load_schema(path: Path) -> Schema:
+    """Parse and validate a schema file.
+
+    Raises:
+        ConfigInvalidError: On a missing file, invalid TOML or an invalid schema (one line, with the key).
+    """
+    path = Path(path)
+    raw = _read_toml(path)
+    try:
+        return Schema.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigInvalidError(_format_error(error, path)) from None
+
+
+def load_config(path: Path) -> ReleaseConfig:
+    """Parse and validate a release config; relative paths are resolved against its directory.
+
+    Raises:
+        ConfigInvalidError: On a missing file, invalid TOML or an invalid config (one line, with the key).
+    """
+    path = Path(path).resolve()
+    raw = _read_toml(path)
+    base = path.parent
+    if "schema_file" in raw:
+        raw["schema_file"] = _resolve(base, raw["schema_file"])
+    source = raw.get("source", {})
+    if isinstance(source, dict):
+        if "paths" in source and isinstance(source["paths"], list):
+            source["paths"] = [_resolve(base, p) for p in source["paths"]]
+        if "database" in source:
+            source["database"] = _resolve(base, source["database"])
+    for section, key in (("output", "directory"), ("ledger", "path"), ("run", "database")):
+        block = raw.get(section)
+        if isinstance(block, dict) and key in block:
+            block[key] = _resolve(base, block[key])
+    try:
+        return ReleaseConfig.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigInvalidError(_format_error(error, path)) from None
+
+
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def config_hash(config: ReleaseConfig) -> str:
+    """SHA-256 of the canonical JSON of the config, excluding the seed (never published)."""
+    canonical = config.model_dump_json(exclude={"run": {"seed"}})
+    return hashlib.sha256(canonical.encode()).hexdigest()

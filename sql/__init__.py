@@ -1,0 +1,1 @@
+"""SQL models of the pipeline (one file per model), loaded by name."""

@@ -1,0 +1,1 @@
+"""Prefect tasks: thin wrappers around dq_engine and dqrelease functions."""
