@@ -190,9 +190,11 @@ class PrivacyConfig(_Model):
     neighbouring: Literal["replace-one"] = Field(
         default="replace-one", description="Neighbouring datasets differ in one record, n is public."
     )
-    n: Literal["public", "noisy"] = Field(
-        default="public",
-        description="'public': the row count is public; 'noisy': estimate it with a charged Laplace count.",
+    n: int | Literal["noisy"] = Field(
+        description=(
+            "Declared public number of records (checked against the source), or 'noisy' to estimate it "
+            "with a charged Laplace count."
+        ),
     )
     n_epsilon: float = Field(default=0.0, ge=0, description="epsilon of the noisy count (n = 'noisy' only).")
     epsilon: float | None = Field(
@@ -205,7 +207,9 @@ class PrivacyConfig(_Model):
     def _check(self) -> PrivacyConfig:
         if self.n == "noisy" and not self.n_epsilon > 0:
             raise ValueError("privacy.n = 'noisy' needs n_epsilon > 0")
-        if self.n == "public" and self.n_epsilon:
+        if self.n != "noisy" and self.n < 1:
+            raise ValueError("privacy.n must be a positive number of records or 'noisy'")
+        if self.n != "noisy" and self.n_epsilon:
             raise ValueError("privacy.n_epsilon is only used with n = 'noisy'; remove it")
         return self
 
@@ -259,7 +263,7 @@ class OutputConfig(_Model):
 
     directory: Path = Field(description="Parent directory of the published releases.")
     formats: list[Literal["parquet", "csv", "duckdb"]] = Field(default_factory=lambda: ["parquet", "csv", "duckdb"])
-    rows: int | None = Field(default=None, ge=1, description="Rows to publish (default: n when n is public).")
+    rows: int | None = Field(default=None, ge=1, description="Rows to publish (default: the public n).")
     numeric_values: Literal["bucket_label", "uniform"] = Field(
         default="bucket_label", description="Numbers as their bucket label, or drawn uniformly inside the bucket."
     )

@@ -1,0 +1,234 @@
+"""The ``dqrelease`` command line.
+
+Commands: ``run CONFIG``, ``plan CONFIG``, ``budget show`` / ``budget set-cap``, ``verify MANIFEST`` and
+``serve CONFIG --cron``. Exit codes (see :class:`dqrelease.errors.ExitCode`): 0 success, 1 internal error,
+2 invalid config or schema, 3 validation failure, 4 budget refused, 5 verification mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dqrelease.errors import ExitCode, ReleaseError, VerificationError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Differentially private synthetic data releases.")
+budget_app = typer.Typer(no_args_is_help=True, help="Inspect and set privacy budgets in the ledger.")
+app.add_typer(budget_app, name="budget")
+console = Console(stderr=True)
+
+PREFECT_DEFAULTS = {
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    "GX_ANALYTICS_ENABLED": "false",
+}
+
+
+def _prefect_environment() -> None:
+    for key, value in PREFECT_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+def _fail(error: BaseException) -> None:
+    if isinstance(error, ReleaseError):
+        console.print(f"[red]error:[/red] {error}", markup=True, highlight=False)
+        failures = getattr(error, "failures", None)
+        for failure in failures or []:
+            console.print(f"  - {failure.get('expectation')} on {failure.get('column')}", highlight=False)
+        raise typer.Exit(int(error.exit_code))
+    console.print(f"[red]internal error:[/red] {type(error).__name__}; see the log above", highlight=False)
+    raise typer.Exit(int(ExitCode.INTERNAL_ERROR))
+
+
+def _load(config: Path):
+    from dqrelease.config import load_config, load_schema
+
+    loaded = load_config(config)
+    return loaded, load_schema(loaded.schema_file)
+
+
+def _run_release(config: Path, *, seed: int | None, output: str | None, charge: bool, quiet: bool) -> dict:
+    _prefect_environment()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from dqrelease import progress
+    from flows.release import release
+
+    bar = Progress(TextColumn("synthesizing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[status]}"), console=console, disable=quiet)
+    handle = {}
+
+    def sink(done: int, total: int, public: dict) -> None:
+        if "task" not in handle:
+            handle["task"] = bar.add_task("rounds", total=total, status="")
+        bar.update(handle["task"], completed=done, status=f"oracle {public['source']} {public['status']}")
+
+    progress.set_sink(sink)
+    try:
+        with bar:
+            return release(str(config), seed=seed, output_directory=output, charge=charge)
+    finally:
+        progress.clear_sink()
+
+
+@app.command()
+def run(
+    config: Annotated[Path, typer.Argument(help="Release config (TOML).")],
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+) -> None:
+    """Run a release: ingest, validate, charge the budget, synthesize, publish."""
+    try:
+        summary = _run_release(config, seed=None, output=None, charge=True, quiet=quiet)
+    except BaseException as error:
+        if isinstance(error, typer.Exit | KeyboardInterrupt):
+            raise
+        _fail(error)
+    out = Console()
+    out.print(f"[green]release {summary['run_id']} published[/green]")
+    out.print(f"  synthetic table: {summary['release']}  ({', '.join(summary['outputs'])})")
+    out.print(f"  INTERNAL error report + audit manifest: {summary['internal']}")
+    cost = summary["privacy"][summary["accounting_mode"]]
+    mode = summary["accounting_mode"]
+    out.print(f"  privacy charged ({mode}): epsilon={cost['epsilon']:.4g}, delta={cost['delta']:.3g}")
+
+
+@app.command()
+def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")]) -> None:
+    """Show the privacy cost and the mechanism parameters without touching the data."""
+    try:
+        from dqrelease.discretize import domain_from_schema
+        from dqrelease.plan import build_workload, plan_release
+
+        loaded, schema = _load(config)
+        domain = domain_from_schema(schema)
+        workload = build_workload(loaded.workload, domain)
+        if loaded.privacy.n == "noisy":
+            raise ReleaseError("privacy.n = 'noisy' cannot be planned before the noisy count; declare n")
+        result = plan_release(loaded, n=int(loaded.privacy.n))
+    except BaseException as error:
+        if isinstance(error, typer.Exit):
+            raise
+        _fail(error)
+    out = Console()
+    out.print(f"release [bold]{loaded.name}[/bold]: {domain.n_bits} binary attributes from {len(domain)} columns, "
+              f"workload {workload.description} ({len(workload):,} queries)")
+    table = Table("parameter", "value")
+    for key, value in result.parameters.items():
+        table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
+    out.print(table)
+    costs = Table("accounting", "epsilon", "delta", "rho", "analysis")
+    for mode, cost in result.costs.items():
+        marker = " (charged)" if mode == result.mode else ""
+        costs.add_row(mode + marker, f"{cost.epsilon:.5g}", f"{cost.delta:.3g}",
+                      "" if cost.rho is None else f"{cost.rho:.5g}", cost.method)
+    out.print(costs)
+    for note in result.notes:
+        out.print(note)
+
+
+def _ledger(ledger: Path | None, config: Path | None):
+    from dqrelease.ledger import Ledger
+
+    if ledger is None and config is None:
+        raise typer.BadParameter("give --ledger PATH or --config CONFIG")
+    return Ledger(ledger if ledger is not None else _load(config)[0].ledger.path)
+
+
+@budget_app.command("show")
+def budget_show(
+    dataset: Annotated[str | None, typer.Argument(help="Dataset id (default: all).")] = None,
+    ledger: Annotated[Path | None, typer.Option(help="Ledger DuckDB file.")] = None,
+    config: Annotated[Path | None, typer.Option(help="Take the ledger path from this config.")] = None,
+) -> None:
+    """Show caps, spent and remaining budget, and the charges."""
+    try:
+        rows = _ledger(ledger, config).show(dataset)
+    except BaseException as error:
+        if isinstance(error, typer.Exit | typer.BadParameter):
+            raise
+        _fail(error)
+    Console().print_json(json.dumps(rows, default=str))
+
+
+@budget_app.command("set-cap")
+def budget_set_cap(
+    dataset: Annotated[str, typer.Argument(help="Dataset id.")],
+    epsilon: Annotated[float, typer.Option(help="Cap on the total epsilon.")],
+    delta: Annotated[float, typer.Option(help="Cap on the total delta.")],
+    rho: Annotated[float | None, typer.Option(help="Optional zCDP cap.")] = None,
+    ledger: Annotated[Path | None, typer.Option(help="Ledger DuckDB file.")] = None,
+    config: Annotated[Path | None, typer.Option(help="Take the ledger path from this config.")] = None,
+) -> None:
+    """Create or change a dataset's budget cap."""
+    try:
+        _ledger(ledger, config).set_cap(dataset, epsilon=epsilon, delta=delta, rho=rho)
+    except BaseException as error:
+        if isinstance(error, typer.Exit | typer.BadParameter):
+            raise
+        _fail(error)
+    Console().print(f"cap of {dataset}: epsilon={epsilon}, delta={delta}" + (f", rho={rho}" if rho else ""))
+
+
+@app.command()
+def verify(manifest: Annotated[Path, typer.Argument(help="internal/<run_id>/manifest.json of a seeded run.")]) -> None:
+    """Re-run a seeded release from its audit manifest and compare output hashes (charges nothing)."""
+    try:
+        record = json.loads(Path(manifest).read_text())
+        if not record.get("seeded") or not record.get("seed_file"):
+            raise VerificationError("only seeded releases can be verified; this manifest has no seed file")
+        seed_path = Path(record["seed_file"])
+        if not seed_path.is_file():
+            raise VerificationError(f"seed file {seed_path} not found; verify needs the restricted seed file")
+        seed = int(seed_path.read_text().strip())
+        with tempfile.TemporaryDirectory(prefix="dqrelease-verify-") as scratch:
+            summary = _run_release(Path(record["config_path"]), seed=seed, output=scratch, charge=False, quiet=True)
+        expected, actual = record["outputs"], summary["outputs"]
+        mismatches = []
+        for fmt, info in expected.items():
+            key = "content_sha256" if fmt == "duckdb" else "sha256"
+            if actual.get(fmt, {}).get(key) != info.get(key):
+                mismatches.append(fmt)
+        if mismatches:
+            raise VerificationError(f"re-run output differs for {', '.join(mismatches)}; the release is not reproduced")
+    except BaseException as error:
+        if isinstance(error, typer.Exit):
+            raise
+        if isinstance(error, FileNotFoundError | json.JSONDecodeError | KeyError):
+            error = VerificationError(f"cannot read manifest {manifest}; give internal/<run_id>/manifest.json")
+        _fail(error)
+    Console().print(f"[green]verified[/green]: {', '.join(f'{k}' for k in expected)} reproduced byte for byte")
+
+
+@app.command()
+def serve(
+    config: Annotated[Path, typer.Argument(help="Release config (TOML).")],
+    cron: Annotated[str, typer.Option(help="Cron schedule, e.g. '0 6 1 * *' (06:00 on the 1st).")],
+    name: Annotated[str | None, typer.Option(help="Deployment name (default: the release name).")] = None,
+) -> None:
+    """Serve a Prefect deployment that runs the release on a cron schedule (blocks; Ctrl-C stops)."""
+    try:
+        loaded, _ = _load(config)
+        _prefect_environment()
+        from flows.release import release
+
+        release.serve(
+            name=name or loaded.name, cron=cron, parameters={"config_path": str(Path(config).resolve())}
+        )
+    except BaseException as error:
+        if isinstance(error, typer.Exit | KeyboardInterrupt):
+            raise
+        _fail(error)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    """Entry point."""
+    sys.exit(app())

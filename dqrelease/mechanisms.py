@@ -1,0 +1,36 @@
+"""Dispatch from a release plan to the dq_engine mechanism that runs it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dq_engine import Dataset, RoundDiagnostics, SynthesisResult, Workload, dqrs, dualquery
+from dqrelease.config import ReleaseConfig
+from dqrelease.errors import ConfigInvalidError
+
+__all__ = ["plan_other_mechanism", "run_mechanism"]
+
+
+def run_mechanism(
+    plan: Any,
+    data: Dataset,
+    workload: Workload,
+    *,
+    rng: np.random.Generator,
+    progress: Callable[[RoundDiagnostics], None] | None = None,
+) -> SynthesisResult:
+    """Run the mechanism the plan describes."""
+    if data.n != plan.n:
+        raise ConfigInvalidError("the planned n differs from the dataset's n; declare the right privacy.n")
+    runners = {"dualquery": dualquery, "dqrs": dqrs}
+    if plan.mechanism not in runners:
+        raise ConfigInvalidError(f"mechanism {plan.mechanism!r} is not available in the pipeline")
+    return runners[plan.mechanism](data, workload, plan.engine_config, rng=rng, progress=progress)
+
+
+def plan_other_mechanism(config: ReleaseConfig, n: int, extra_events: list) -> Any:
+    """Plan the papers' other mechanisms (FEM, sepFEM, MWEM, randomized response)."""
+    raise ConfigInvalidError(f"mechanism {config.mechanism.name!r} is not available in the pipeline")

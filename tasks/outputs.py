@@ -1,0 +1,107 @@
+"""Tasks that turn the mechanism's records into published files, the error report and the manifest."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from dqrelease.decode import decode_records
+from dqrelease.warehouse import connect
+from expectations.validate import validate_synthetic
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from dq_engine import Dataset, SynthesisResult, Workload
+from dqrelease.config import ReleaseConfig, Schema
+from dqrelease.manifest import build_manifest, write_json
+from dqrelease.plan import ReleasePlan
+from dqrelease.publish import write_outputs
+from dqrelease.report import INTERNAL_BANNER, build_error_report, write_error_report
+from dqrelease.runs import RunContext
+from tasks.common import TASK_OPTIONS
+
+
+@task(name="decode", **TASK_OPTIONS)
+def decode_synthetic(
+    config: ReleaseConfig, schema: Schema, result: SynthesisResult, rng: np.random.Generator
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """Expand the synthetic records to the requested rows and decode them to the original columns."""
+    rows = config.output.rows or result.n
+    codes = result.sample_rows(rows, rng)
+    return codes, decode_records(codes, schema, numeric_values=config.output.numeric_values, rng=rng)
+
+
+@task(name="validate-synthetic", **TASK_OPTIONS)
+def check_synthetic(config: ReleaseConfig, schema: Schema, frame: pd.DataFrame) -> None:
+    """Validate the synthetic table with the schema's suite."""
+    with connect(None) as con:
+        con.register("synthetic_frame", frame)
+        con.execute("create table synthetic as select * from synthetic_frame")
+        validate_synthetic(con, "synthetic", schema, numeric_values=config.output.numeric_values)
+
+
+@task(name="stage-outputs", **TASK_OPTIONS)
+def stage_outputs(config: ReleaseConfig, frame: pd.DataFrame, run: RunContext) -> dict[str, dict[str, str]]:
+    """Write the synthetic table into the staging directory in every requested format."""
+    return write_outputs(frame, run.staging_release, list(config.output.formats))
+
+
+@task(name="error-report", **TASK_OPTIONS)
+def error_report(
+    config: ReleaseConfig,
+    data: Dataset,
+    workload: Workload,
+    result: SynthesisResult,
+    published_codes: np.ndarray,
+    run: RunContext,
+    rng: np.random.Generator,
+) -> dict[str, Any]:
+    """Write the INTERNAL error report (JSON, Markdown, HTML) and a Prefect summary artifact."""
+    report = build_error_report(
+        data=data, workload=workload, result=result, published_codes=published_codes, rng=rng,
+        release_name=config.name, run_id=run.run_id,
+    )
+    write_error_report(report, run.staging_internal)
+    # Prefect gets only public facts (privacy spent, solver behaviour) and where the internal report is.
+    table = [
+        {"accounting": mode, "epsilon": cost["epsilon"], "delta": cost["delta"], "rho": cost["rho"]}
+        for mode, cost in report["privacy"].items()
+    ]
+    create_table_artifact(table, key="dqrelease-privacy-spent", description=f"privacy spent by run {run.run_id}")
+    create_markdown_artifact(
+        f"Run `{run.run_id}`: the INTERNAL error report (not stored in Prefect) is at "
+        f"`{run.internal_dir / 'error_report.html'}`.\n\nOracle status counts: {report['solver']['status_counts']}.",
+        key="dqrelease-error-report",
+        description=INTERNAL_BANNER,
+    )
+    return report
+
+
+@task(name="write-manifest", **TASK_OPTIONS)
+def write_manifests(
+    config: ReleaseConfig,
+    config_path: str,
+    plan: ReleasePlan,
+    charge: dict[str, Any] | None,
+    outputs: dict[str, dict[str, str]],
+    rows: int,
+    seed_file: str | None,
+    run: RunContext,
+) -> None:
+    """Write the internal audit manifest and the public release.json."""
+    common = {
+        "config": config, "config_path": config_path, "run_id": run.run_id, "started": run.started,
+        "finished": datetime.now(UTC).isoformat(), "plan": plan.as_dict(), "charge": charge,
+        "outputs": outputs, "rows": rows, "seed_file": seed_file,
+    }
+    write_json(build_manifest(**common, public=False), run.staging_internal / "manifest.json")
+    write_json(build_manifest(**common, public=True), run.staging_release / "release.json")
+
+
+@task(name="publish", **TASK_OPTIONS)
+def publish_release(run: RunContext) -> dict[str, str]:
+    """Atomically move the staged files into place."""
+    run.publish()
+    return {"release": str(run.release_dir), "internal": str(run.internal_dir)}

@@ -1,0 +1,54 @@
+"""Tasks that read the config and the private table: load, ingest, validate, discretize."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dqrelease.discretize import discretize
+from dqrelease.ingest import ingest_source
+from dqrelease.warehouse import connect
+from expectations.validate import validate_table
+from prefect import task
+
+from dq_engine import Dataset
+from dqrelease.config import ReleaseConfig, Schema, load_config, load_schema
+from dqrelease.errors import ValidationFailedError
+from dqrelease.runs import RunContext
+from tasks.common import TASK_OPTIONS
+
+RAW_TABLE = "raw"
+
+
+@task(name="load-config", **TASK_OPTIONS)
+def load_release_config(config_path: str) -> tuple[ReleaseConfig, Schema]:
+    """Parse and validate the release config and its schema file (no private data is read)."""
+    config = load_config(Path(config_path))
+    return config, load_schema(config.schema_file)
+
+
+@task(name="ingest", **TASK_OPTIONS)
+def ingest_raw(config: ReleaseConfig, schema: Schema, run: RunContext) -> int:
+    """Load the raw table into the working DuckDB file; return its row count."""
+    with connect(run.database) as con:
+        return ingest_source(con, config.source, schema, table=RAW_TABLE)
+
+
+@task(name="validate-raw", **TASK_OPTIONS)
+def validate_raw(config: ReleaseConfig, schema: Schema, run: RunContext, rows: int) -> None:
+    """Run the schema's expectation suite on the raw table; check the declared public n."""
+    with connect(run.database) as con:
+        validate_table(con, RAW_TABLE, schema, label="raw table")
+    declared = config.privacy.n
+    if declared != "noisy" and declared != rows:
+        raise ValidationFailedError(
+            "the source's row count differs from the declared public privacy.n; "
+            "fix privacy.n (n is public under the replace-one neighbouring relation)",
+            [{"expectation": "row_count_equals_declared_n", "column": "(table)", "unexpected_count": "1"}],
+        )
+
+
+@task(name="discretize", **TASK_OPTIONS)
+def discretize_raw(schema: Schema, run: RunContext) -> Dataset:
+    """Discretize the raw table in SQL and load the codes (validated one value per block)."""
+    with connect(run.database) as con:
+        return discretize(con, RAW_TABLE, schema)

@@ -1,0 +1,38 @@
+"""The mechanism task: runs dq_engine with per-round progress (Prefect artifact + CLI sink).
+
+It runs uncached and unpersisted (see :mod:`tasks.common`): a replayed mechanism output would be a fresh
+draw the ledger never saw.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from prefect import get_run_logger, task
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
+
+from dq_engine import Dataset, RoundDiagnostics, SynthesisResult, Workload
+from dqrelease import progress
+from dqrelease.mechanisms import run_mechanism
+from dqrelease.plan import ReleasePlan
+from tasks.common import TASK_OPTIONS
+
+
+@task(name="synthesize", **TASK_OPTIONS)
+def synthesize(plan: ReleasePlan, data: Dataset, workload: Workload, rng: np.random.Generator) -> SynthesisResult:
+    """Run the planned mechanism on the private data."""
+    logger = get_run_logger()
+    total = int(plan.parameters.get("rounds", 1))
+    artifact = create_progress_artifact(0.0, description=f"{plan.mechanism}: rounds completed (%)")
+    step = max(1, total // 50)
+
+    def on_round(diagnostics: RoundDiagnostics) -> None:
+        public = diagnostics.public()
+        progress.emit(diagnostics.round, total, public)
+        if diagnostics.round % step == 0 or diagnostics.round == total:
+            update_progress_artifact(artifact, 100.0 * diagnostics.round / total)
+            logger.info(
+                "round %d/%d: oracle %s (%s), %.2fs", diagnostics.round, total, diagnostics.source,
+                diagnostics.status, diagnostics.round_seconds,
+            )
+
+    return run_mechanism(plan, data, workload, rng=rng, progress=on_round)
