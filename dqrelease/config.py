@@ -159,16 +159,18 @@ class Schema(_Model):
 class SourceConfig(_Model):
     """Where the raw table comes from."""
 
-    format: Literal["csv", "parquet", "duckdb", "transactions"]
+    format: Literal["csv", "parquet", "duckdb", "transactions"] = Field(
+        description="'transactions': one basket per line, space-separated item ids (binary schemas)."
+    )
     paths: list[Path] = Field(default_factory=list, description="CSV / Parquet / transaction files.")
-    header: bool = True
-    delimiter: str = ","
+    header: bool = Field(default=True, description="CSV files start with a header line.")
+    delimiter: str = Field(default=",", description="CSV field delimiter (one character).")
     comment: str | None = Field(default=None, description="Lines starting with this character are skipped.")
     column_names: list[str] | None = Field(default=None, description="Names when the files have no header.")
     null_strings: list[str] = Field(default_factory=list, description="Raw strings read as NULL.")
     database: Path | None = Field(default=None, description="Existing DuckDB file (format = 'duckdb').")
     table: str | None = Field(default=None, description="Table in that DuckDB file (format = 'duckdb').")
-    gzip: bool = False
+    gzip: bool = Field(default=False, description="Files are gzip-compressed (also detected from '.gz').")
 
     @model_validator(mode="after")
     def _check(self) -> SourceConfig:
@@ -201,7 +203,9 @@ class PrivacyConfig(_Model):
         default=None, gt=0, description="Target epsilon (T is derived when rounds is omitted)."
     )
     delta: float = Field(gt=0, lt=1, description="Target delta.")
-    accounting: Literal["tight", "paper"] = "tight"
+    accounting: Literal["tight", "paper"] = Field(
+        default="tight", description="Which accounting is charged to the ledger (both are reported)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> PrivacyConfig:
@@ -217,8 +221,10 @@ class PrivacyConfig(_Model):
 class WorkloadConfig(_Model):
     """Which queries the release should answer well (and the error report measures)."""
 
-    kind: Literal["random_marginals", "random_queries", "all_kway", "explicit"]
-    k: int = Field(default=3, ge=1, le=5)
+    kind: Literal["random_marginals", "random_queries", "all_kway", "explicit"] = Field(
+        description="random_marginals: attribute sets with all cells; random_queries: single conjunctions."
+    )
+    k: int = Field(default=3, ge=1, le=5, description="Attributes per marginal (1..5).")
     count: int | None = Field(default=None, ge=1, description="Number of marginals / queries for random kinds.")
     seed: int = Field(default=0, ge=0, description="Public seed of the workload generator (not the release seed).")
     marginals: list[list[str]] | None = Field(default=None, description="Attribute sets for kind = 'explicit'.")
@@ -235,27 +241,37 @@ class WorkloadConfig(_Model):
 class OracleSettings(_Model):
     """Best-response oracle settings (see dq_engine.oracle.OracleConfig)."""
 
-    kind: Literal["portfolio", "cpsat", "local"] = "portfolio"
-    time_limit: float = Field(default=2.0, gt=0)
-    num_workers: int = Field(default=8, ge=1, le=64)
-    deterministic_time_limit: float = Field(default=1.0, gt=0)
-    max_presolve_iterations: int | None = Field(default=1, ge=0)
-    local_time_limit: float = Field(default=0.5, gt=0)
-    local_restarts: int = Field(default=20, ge=0)
-    fallback: Literal["previous", "random"] = "previous"
+    kind: Literal["portfolio", "cpsat", "local"] = Field(
+        default="portfolio", description="Local search, then CP-SAT with its record as a hint (portfolio)."
+    )
+    time_limit: float = Field(default=2.0, gt=0, description="CP-SAT seconds per round (secure runs).")
+    num_workers: int = Field(default=8, ge=1, le=64, description="CP-SAT workers.")
+    deterministic_time_limit: float = Field(
+        default=1.0, gt=0, description="CP-SAT deterministic-time limit per round (seeded runs)."
+    )
+    max_presolve_iterations: int | None = Field(default=1, ge=0, description="CP-SAT presolve iterations.")
+    local_time_limit: float = Field(default=0.5, gt=0, description="Local-search seconds per round.")
+    local_restarts: int = Field(default=20, ge=0, description="Local-search perturbation restarts per round.")
+    fallback: Literal["previous", "random"] = Field(
+        default="previous", description="Record used when no solver returns one."
+    )
 
 
 class MechanismConfig(_Model):
     """The synthesizer and its parameters."""
 
-    name: Literal["dualquery", "dqrs", "fem", "sepfem", "mwem", "randomized_response"] = "dualquery"
+    name: Literal["dualquery", "dqrs", "fem", "sepfem", "mwem", "randomized_response"] = Field(
+        default="dualquery", description="The synthesizer."
+    )
     eta: float | None = Field(default=None, gt=0, description="Learning rate (DualQuery/DQRS/FEM).")
     samples: int | None = Field(default=None, ge=1, description="Queries sampled per round s (DualQuery/DQRS).")
     rounds: int | None = Field(default=None, ge=1, description="Rounds T; derived from privacy.epsilon if omitted.")
     topup_fraction: float = Field(default=0.25, ge=0, le=1, description="DQRS top-up reserve fraction.")
-    free_policy: Literal["zero", "random", "dp-marginal"] = "random"
-    free_epsilon: float = Field(default=0.0, ge=0)
-    oracle: OracleSettings = Field(default_factory=OracleSettings)
+    free_policy: Literal["zero", "random", "dp-marginal"] = Field(
+        default="random", description="How attributes no sampled query touches are set."
+    )
+    free_epsilon: float = Field(default=0.0, ge=0, description="epsilon of the noisy marginals (dp-marginal).")
+    oracle: OracleSettings = Field(default_factory=OracleSettings, description="Section [mechanism.oracle].")
 
 
 class OutputConfig(_Model):
@@ -286,7 +302,7 @@ class LedgerConfig(_Model):
     initial_cap_epsilon: float | None = Field(
         default=None, gt=0, description="Cap created if the dataset has none yet (never changes an existing cap)."
     )
-    initial_cap_delta: float | None = Field(default=None, gt=0, lt=1)
+    initial_cap_delta: float | None = Field(default=None, gt=0, lt=1, description="delta of that initial cap.")
 
     @model_validator(mode="after")
     def _check(self) -> LedgerConfig:
@@ -317,16 +333,18 @@ class RunConfig(_Model):
 class ReleaseConfig(_Model):
     """One release: source, schema, privacy, workload, mechanism, ledger, output, run settings."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
-    description: str = ""
-    schema_file: Path
-    source: SourceConfig
-    privacy: PrivacyConfig
-    workload: WorkloadConfig
-    mechanism: MechanismConfig = Field(default_factory=MechanismConfig)
-    ledger: LedgerConfig
-    output: OutputConfig
-    run: RunConfig = Field(default_factory=RunConfig)
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$", description="Release name (letters, digits, _ . -).")
+    description: str = Field(default="", description="Free text, copied into the manifest.")
+    schema_file: Path = Field(description="The public schema file (see docs/schema.md).")
+    source: SourceConfig = Field(description="Where the raw table comes from: section [source].")
+    privacy: PrivacyConfig = Field(description="Neighbouring relation, n, target budget: section [privacy].")
+    workload: WorkloadConfig = Field(description="Queries to answer well: section [workload].")
+    mechanism: MechanismConfig = Field(
+        default_factory=MechanismConfig, description="Synthesizer and parameters: section [mechanism]."
+    )
+    ledger: LedgerConfig = Field(description="Budget ledger: section [ledger].")
+    output: OutputConfig = Field(description="Published outputs: section [output].")
+    run: RunConfig = Field(default_factory=RunConfig, description="Randomness and execution: section [run].")
 
     @model_validator(mode="after")
     def _check(self) -> ReleaseConfig:
@@ -422,3 +440,60 @@ def config_hash(config: ReleaseConfig) -> str:
     """SHA-256 of the canonical JSON of the config, excluding the seed (never published)."""
     canonical = config.model_dump_json(exclude={"run": {"seed"}})
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _type_name(annotation: object) -> str:
+    import types
+    import typing
+
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(annotation))
+    if origin is list:
+        return f"list of {_type_name(typing.get_args(annotation)[0])}"
+    if origin is dict:
+        return "table"
+    if annotation is type(None):
+        return "none"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "section"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def config_reference_markdown() -> str:
+    """Markdown reference of every release-config key, generated from the models (docs/config.md)."""
+    sections = [
+        ("top level", ReleaseConfig, ""),
+        ("[source]", SourceConfig, "source."),
+        ("[privacy]", PrivacyConfig, "privacy."),
+        ("[workload]", WorkloadConfig, "workload."),
+        ("[mechanism]", MechanismConfig, "mechanism."),
+        ("[mechanism.oracle]", OracleSettings, "mechanism.oracle."),
+        ("[ledger]", LedgerConfig, "ledger."),
+        ("[output]", OutputConfig, "output."),
+        ("[run]", RunConfig, "run."),
+    ]
+    lines = [
+        "# Release config reference",
+        "",
+        "Generated from `dqrelease/config.py` by `config_reference_markdown()` (a test keeps it in sync).",
+        "Unknown keys are errors. Relative paths are resolved against the config file's directory.",
+        "See `examples/adult/release.toml` for a complete example and `docs/schema.md` for the schema file.",
+    ]
+    for title, model, prefix in sections:
+        lines += ["", f"## {title}", "", "| key | type | default | description |", "|---|---|---|---|"]
+        for name, field in model.model_fields.items():
+            annotation = _type_name(field.annotation).replace("|", "\\|")
+            if field.is_required():
+                default = "required"
+            elif isinstance(field.default_factory, type) and issubclass(field.default_factory, BaseModel):
+                default = "(section defaults)"
+            elif field.default_factory is not None:
+                default = f"`{field.default_factory()!r}`"
+            else:
+                default = f"`{field.default!r}`"
+            description = (field.description or (model.__doc__ or "").split("\n")[0]).replace("|", "\\|")
+            lines.append(f"| `{prefix}{name}` | {annotation} | {default} | {description} |")
+    return "\n".join(lines) + "\n"

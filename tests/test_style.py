@@ -34,3 +34,12 @@ def test_dq_engine_import_does_not_load_pipeline_libraries():
     code = f"import sys, dq_engine; print(','.join(m for m in {FORBIDDEN!r} if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+def test_config_reference_doc_is_generated_from_the_models():
+    from dqrelease.config import config_reference_markdown
+
+    assert (ROOT / "docs" / "config.md").read_text() == config_reference_markdown(), (
+        "docs/config.md is stale: regenerate it with "
+        "python -c \"from dqrelease.config import config_reference_markdown as m; open('docs/config.md','w').write(m())\""
+    )

@@ -1,0 +1,276 @@
+"""End-to-end release flow on a small slice of Adult, and its failure paths.
+
+Every test shares one Prefect test server (session fixture) and drives the real CLI in-process, so exit
+codes, messages, published files and the ledger state are all checked as a user would see them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from dqrelease.cli import app
+from dqrelease.errors import ExitCode
+from dqrelease.ledger import Ledger
+
+ROOT = Path(__file__).resolve().parents[2]
+ADULT = ROOT / "examples" / "adult"
+SLICE_ROWS = 1500
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+def _config_text(tmp: Path, **overrides: str) -> str:
+    values = {
+        "source_paths": '["adult-slice.csv"]',
+        "n": str(SLICE_ROWS),
+        "epsilon": "1.0",
+        "rounds": "",
+        "oracle": 'kind = "portfolio"\ntime_limit = 0.5\nnum_workers = 2\nlocal_restarts = 3\n'
+        "deterministic_time_limit = 0.2",
+        "cap": "initial_cap_epsilon = 5.0\ninitial_cap_delta = 1e-5",
+        "extra": "",
+    }
+    values.update(overrides)
+    return f"""
+name = "adult-test"
+schema_file = "{ADULT / 'schema.toml'}"
+{values['extra']}
+
+[source]
+format = "csv"
+paths = {values['source_paths']}
+header = false
+column_names = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
+  "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "income"]
+
+[privacy]
+n = {values['n']}
+epsilon = {values['epsilon']}
+delta = 1e-6
+accounting = "tight"
+
+[workload]
+kind = "random_marginals"
+k = 3
+count = 6
+seed = 3
+
+[mechanism]
+name = "dualquery"
+eta = 1.0
+samples = 40
+{values['rounds']}
+
+[mechanism.oracle]
+{values['oracle']}
+
+[ledger]
+path = "ledger.duckdb"
+dataset_id = "adult-slice"
+{values['cap']}
+
+[output]
+directory = "out"
+rows = 400
+numeric_values = "uniform"
+
+[run]
+seed_mode = "seeded"
+seed = 20261121
+"""
+
+
+@pytest.fixture()
+def workspace(tmp_path: Path) -> Path:
+    lines = (ADULT / "data" / "adult.data").read_text().splitlines()[:SLICE_ROWS]
+    (tmp_path / "adult-slice.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "release.toml").write_text(_config_text(tmp_path))
+    return tmp_path
+
+
+def _run(*args: str):
+    return CliRunner().invoke(app, list(args), catch_exceptions=False)
+
+
+def _charges(workspace: Path) -> int:
+    path = workspace / "ledger.duckdb"
+    if not path.exists():
+        return 0
+    return len(Ledger(path).show("adult-slice")[0]["charges"]) if Ledger(path).show("adult-slice") else 0
+
+
+def _published(workspace: Path) -> list[Path]:
+    releases = workspace / "out" / "releases"
+    return sorted(releases.iterdir()) if releases.exists() else []
+
+
+def _no_staging_left(workspace: Path) -> bool:
+    staging = workspace / "out" / ".staging"
+    return not staging.exists() or not any(staging.iterdir())
+
+
+# ---------------------------------------------------------------------- success path
+def test_release_publishes_table_report_and_manifests_and_charges_once(workspace: Path):
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.OK, result.output
+    [release] = _published(workspace)
+    internal = workspace / "out" / "internal" / release.name
+
+    frame = pd.read_parquet(release / "synthetic.parquet")
+    assert len(frame) == 400
+    assert list(frame.columns)[:3] == ["age", "workclass", "fnlwgt"]
+    assert pd.read_csv(release / "synthetic.csv").shape == frame.shape
+    with duckdb.connect(str(release / "synthetic.duckdb"), read_only=True) as con:
+        assert con.execute("select count(*) from synthetic").fetchall()[0][0] == 400
+
+    report_lines = (internal / "error_report.md").read_text().splitlines()
+    assert "INTERNAL" in report_lines[0]
+    report = json.loads((internal / "error_report.json").read_text())
+    assert report["errors"]["synthetic"]["max_error"] <= report["errors"]["zeros"]["max_error"]
+    assert "data:image/png;base64," in (internal / "error_report.html").read_text()
+
+    manifest = json.loads((internal / "manifest.json").read_text())
+    public = json.loads((release / "release.json").read_text())
+    assert "input_sha256" in manifest and "input_sha256" not in public
+    assert "20261121" not in (internal / "manifest.json").read_text()
+    assert "20261121" not in (release / "release.json").read_text()
+    seed_file = Path(manifest["seed_file"])
+    assert seed_file.read_text().strip() == "20261121"
+    assert stat.S_IMODE(os.stat(seed_file).st_mode) == 0o600
+    assert manifest["outputs"]["parquet"]["sha256"] == public["outputs"]["parquet"]["sha256"]
+
+    [entry] = Ledger(workspace / "ledger.duckdb").show("adult-slice")
+    assert len(entry["charges"]) == 1
+    charged = manifest["privacy"]["costs"]["tight"]["epsilon"]
+    assert charged <= 1.0
+    assert _no_staging_left(workspace)
+
+
+def test_verify_reproduces_the_seeded_release_without_charging(workspace: Path):
+    assert _run("run", str(workspace / "release.toml"), "--quiet").exit_code == ExitCode.OK
+    [release] = _published(workspace)
+    manifest = workspace / "out" / "internal" / release.name / "manifest.json"
+    before = _charges(workspace)
+    result = _run("verify", str(manifest))
+    assert result.exit_code == ExitCode.OK, result.output
+    assert "verified" in result.output
+    assert _charges(workspace) == before
+
+
+def test_release_runs_inside_another_prefect_flow(workspace: Path):
+    from prefect import flow
+
+    from flows.release import release
+
+    @flow
+    def monthly(config: str) -> str:
+        return release(config)["run_id"]
+
+    run_id = monthly(str(workspace / "release.toml"))
+    assert (workspace / "out" / "releases" / run_id / "synthetic.parquet").exists()
+
+
+def test_plan_shows_cost_without_reading_the_data(workspace: Path):
+    (workspace / "adult-slice.csv").unlink()
+    result = _run("plan", str(workspace / "release.toml"))
+    assert result.exit_code == ExitCode.OK, result.output
+    assert "tight (charged)" in result.output
+    assert not (workspace / "out").exists()
+
+
+# ---------------------------------------------------------------------- failure paths
+def test_unknown_config_key_exits_2_before_anything_happens(workspace: Path):
+    (workspace / "release.toml").write_text(_config_text(workspace, extra='colour = "blue"'))
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.INVALID_CONFIG
+    assert "colour" in result.output
+    assert not (workspace / "out").exists()
+    assert _charges(workspace) == 0
+
+
+def test_invalid_schema_exits_2(workspace: Path):
+    schema = (ADULT / "schema.toml").read_text()
+    broken = workspace / "schema.toml"
+    broken.write_text(schema + '\n[[columns]]\nname = "age"\ntype = "categorical"\nvalues = ["x"]\n')
+    text = _config_text(workspace).replace(str(ADULT / "schema.toml"), str(broken))
+    (workspace / "release.toml").write_text(text)
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.INVALID_CONFIG
+    assert "unique" in result.output
+    assert _charges(workspace) == 0
+
+
+def test_value_outside_schema_exits_3_without_charge_or_leak(workspace: Path):
+    data = workspace / "adult-slice.csv"
+    lines = data.read_text().splitlines()
+    lines[5] = lines[5].replace("Private", "Moonlighting-Zebra", 1)
+    data.write_text("\n".join(lines) + "\n")
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.VALIDATION_FAILED, result.output
+    assert "workclass" in result.output
+    assert "Moonlighting-Zebra" not in result.output
+    assert _published(workspace) == []
+    assert _charges(workspace) == 0
+    assert _no_staging_left(workspace)
+
+
+def test_declared_n_must_match_the_source(workspace: Path):
+    (workspace / "release.toml").write_text(_config_text(workspace, n=str(SLICE_ROWS + 1)))
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.VALIDATION_FAILED
+    assert "privacy.n" in result.output
+    assert _charges(workspace) == 0
+
+
+def test_budget_exceeded_exits_4_with_remaining_budget(workspace: Path):
+    text = _config_text(workspace, cap="initial_cap_epsilon = 0.5\ninitial_cap_delta = 1e-5")
+    (workspace / "release.toml").write_text(text)
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.BUDGET_REFUSED, result.output
+    assert "remaining" in result.output.lower()
+    assert _published(workspace) == []
+    assert _charges(workspace) == 0
+    assert _no_staging_left(workspace)
+
+
+def test_missing_source_file_exits_2(workspace: Path):
+    (workspace / "release.toml").write_text(_config_text(workspace, source_paths='["nowhere.csv"]'))
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.INVALID_CONFIG, result.output
+    assert "nowhere.csv" in result.output
+    assert _charges(workspace) == 0
+
+
+def test_solver_timeouts_fall_back_and_are_counted(workspace: Path):
+    oracle = 'kind = "cpsat"\ntime_limit = 0.001\nnum_workers = 1\ndeterministic_time_limit = 0.0001'
+    (workspace / "release.toml").write_text(_config_text(workspace, oracle=oracle, rounds="rounds = 4"))
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.OK, result.output
+    [release] = _published(workspace)
+    report = json.loads((workspace / "out" / "internal" / release.name / "error_report.json").read_text())
+    statuses = report["solver"]["status_counts"]
+    assert sum(statuses.values()) == 4
+    assert set(statuses) - {"OPTIMAL"}, "a 0.0001 deterministic-time limit must stop CP-SAT early at least once"
+    assert _charges(workspace) == 1
+
+
+def test_failure_after_the_charge_publishes_nothing_and_keeps_the_charge(workspace: Path, monkeypatch):
+    import tasks.outputs
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(tasks.outputs, "write_outputs", explode)
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.INTERNAL_ERROR
+    assert _published(workspace) == []
+    assert _no_staging_left(workspace)
+    assert _charges(workspace) == 1
