@@ -40,6 +40,6 @@ def test_config_reference_doc_is_generated_from_the_models():
     from dqrelease.config import config_reference_markdown
 
     assert (ROOT / "docs" / "config.md").read_text() == config_reference_markdown(), (
-        "docs/config.md is stale: regenerate it with "
-        "python -c \"from dqrelease.config import config_reference_markdown as m; open('docs/config.md','w').write(m())\""
+        "docs/config.md is stale: regenerate it with python -c "
+        "\"from dqrelease.config import config_reference_markdown as m; open('docs/config.md','w').write(m())\""
     )

@@ -14,11 +14,11 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
+from dqrelease.ledger import Ledger
 from typer.testing import CliRunner
 
 from dqrelease.cli import app
 from dqrelease.errors import ExitCode
-from dqrelease.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
