@@ -11,6 +11,8 @@ __all__ = [
     "BudgetRefusedError",
     "ConfigInvalidError",
     "ExitCode",
+    "LedgerError",
+    "LedgerLockedError",
     "ReleaseError",
     "ValidationFailedError",
     "VerificationError",
@@ -60,3 +62,13 @@ class VerificationError(ReleaseError):
     """A seeded re-run did not reproduce the manifest's output hashes."""
 
     exit_code = ExitCode.VERIFY_MISMATCH
+
+
+class LedgerError(ReleaseError):
+    """The ledger file cannot be used (locked, unreadable, or written by a newer dqrelease)."""
+
+    exit_code = ExitCode.INTERNAL_ERROR
+
+
+class LedgerLockedError(LedgerError):
+    """Another process (or thread) kept the ledger file locked for longer than the lock timeout."""

@@ -49,7 +49,7 @@ from typing import Any
 
 import duckdb
 
-from dqrelease.errors import BudgetRefusedError, ConfigInvalidError, ExitCode, ReleaseError
+from dqrelease.errors import BudgetRefusedError, ConfigInvalidError, LedgerError, LedgerLockedError
 
 __all__ = [
     "ACCOUNTING_MODES",
@@ -86,16 +86,6 @@ _FIRST_BACKOFF = 0.01
 _MAX_BACKOFF = 0.5
 _JITTER = random.Random()  # backoff jitter only; nothing privacy-relevant is drawn from it
 _MIGRATIONS: dict[int, str] = {}  # target version -> sql file that upgrades from the version before
-
-
-class LedgerError(ReleaseError):
-    """The ledger file cannot be used (locked, unreadable, or written by a newer dqrelease)."""
-
-    exit_code = ExitCode.INTERNAL_ERROR
-
-
-class LedgerLockedError(LedgerError):
-    """Another process (or thread) kept the ledger file locked for longer than the lock timeout."""
 
 
 # ---------------------------------------------------------------------- value types
