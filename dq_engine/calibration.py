@@ -33,7 +33,10 @@ def largest_admissible(cost: Callable[[int], float], target: float, *, minimum: 
     while cost(high) <= target:
         low, high = high, high * 2
         if high > MAX_ROUNDS:
-            return low if cost(MAX_ROUNDS) > target else MAX_ROUNDS
+            if cost(MAX_ROUNDS) <= target:
+                return MAX_ROUNDS
+            high = MAX_ROUNDS  # cost(low) <= target < cost(MAX_ROUNDS): bisect what lies between
+            break
     while high - low > 1:
         middle = (low + high) // 2
         if cost(middle) <= target:
