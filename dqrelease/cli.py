@@ -24,6 +24,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Differential
 budget_app = typer.Typer(no_args_is_help=True, help="Inspect and set privacy budgets in the ledger.")
 app.add_typer(budget_app, name="budget")
 console = Console(stderr=True)
+_state = {"debug": False}
+
+
+@app.callback()
+def _options(
+    debug: Annotated[bool, typer.Option("--debug", help="Print tracebacks of internal errors.")] = False,
+) -> None:
+    """Differentially private synthetic data releases."""
+    _state["debug"] = debug
 
 PREFECT_DEFAULTS = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
@@ -45,7 +54,13 @@ def _fail(error: BaseException) -> None:
         for failure in failures or []:
             console.print(f"  - {failure.get('expectation')} on {failure.get('column')}", highlight=False)
         raise typer.Exit(int(error.exit_code))
-    console.print(f"[red]internal error:[/red] {type(error).__name__}; see the log above", highlight=False)
+    if _state["debug"]:
+        console.print_exception()
+    else:
+        # the message of an unexpected error could quote a data value: shown only with --debug
+        console.print(
+            f"[red]internal error:[/red] {type(error).__name__}; rerun with --debug for the traceback", highlight=False
+        )
     raise typer.Exit(int(ExitCode.INTERNAL_ERROR))
 
 
