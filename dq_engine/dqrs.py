@@ -129,6 +129,7 @@ def dqrs(
     *,
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
+    true_answers: np.ndarray | None = None,
 ) -> SynthesisResult:
     """Run DQRS (seed 004, Algorithm 4) and return the ``T`` best responses.
 
@@ -138,9 +139,10 @@ def dqrs(
         config: Parameters.
         rng: Generator.
         progress: Called after every round with its diagnostics.
+        true_answers: Precomputed exact answers of the workload (optional).
     """
     shared = config.as_dualquery()
-    loop = RoundLoop(data, workload, shared, rng)
+    loop = RoundLoop(data, workload, shared, rng, true_answers)
     samples = loop.distribution.sample(config.samples, rng)  # S_1 from the uniform Q^1: free
     extra: dict[str, float] = {}
     for t in range(1, config.rounds + 1):

@@ -95,16 +95,27 @@ class RoundLoop:
         workload: Positive queries (the class is closed under negation internally).
         config: DualQuery-style parameters (``eta``, oracle, free policy).
         rng: Generator for everything random in the run.
+        true_answers: Exact answers of the workload on ``data`` when already computed (e.g. partitioned
+            by marginal on a Dask cluster); computed here otherwise.
     """
 
-    def __init__(self, data: Dataset, workload: Workload, config: DualQueryConfig, rng: np.random.Generator):
+    def __init__(
+        self,
+        data: Dataset,
+        workload: Workload,
+        config: DualQueryConfig,
+        rng: np.random.Generator,
+        true_answers: np.ndarray | None = None,
+    ):
         if data.domain != workload.domain:
             raise ConfigError("the dataset and the workload are over different domains")
         self.data = data
         self.workload = workload
         self.config = config
         self.rng = rng
-        self.true_answers = answer_workload(data, workload)
+        if true_answers is not None and true_answers.shape != (len(workload),):
+            raise ConfigError(f"true_answers must have shape ({len(workload)},), got {true_answers.shape}")
+        self.true_answers = answer_workload(data, workload) if true_answers is None else true_answers
         self.distribution = QueryDistribution(len(workload), eta=config.eta)
         marginals = None
         if config.free_policy == "dp-marginal":
@@ -165,6 +176,7 @@ def dualquery(
     *,
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
+    true_answers: np.ndarray | None = None,
 ) -> SynthesisResult:
     """Run DualQuery (Algorithm 2) and return the ``T`` best responses.
 
@@ -174,12 +186,13 @@ def dualquery(
         config: Parameters (η, s, T, oracle, free-attribute policy).
         rng: Generator for sampling, oracle randomness and free attributes.
         progress: Called after every round with its diagnostics.
+        true_answers: Precomputed exact answers of the workload (optional; see :class:`RoundLoop`).
 
     Returns:
         The synthetic records, the privacy events and their costs in paper and tight modes, and the
         per-round diagnostics.
     """
-    loop = RoundLoop(data, workload, config, rng)
+    loop = RoundLoop(data, workload, config, rng, true_answers)
     for t in range(1, config.rounds + 1):
         samples = loop.distribution.sample(config.samples, rng)
         loop.play(t, samples)
