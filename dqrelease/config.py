@@ -56,6 +56,11 @@ class CategoricalColumn(_Model):
         unknown = sorted(set(self.aliases.values()) - set(self.values))
         if unknown:
             raise ValueError(f"column {self.name!r}: aliases map to undeclared values {unknown}; add them to values")
+        shadowing = sorted(set(self.aliases) & set(self.values))
+        if shadowing:
+            raise ValueError(
+                f"column {self.name!r}: alias spellings {shadowing} are also declared values; remove them from aliases"
+            )
         if self.missing is not None and self.missing not in self.values:
             raise ValueError(f"column {self.name!r}: missing code {self.missing!r} must be one of values")
         if self.nullable and self.missing is None:
@@ -93,6 +98,8 @@ class NumericColumn(_Model):
             raise ValueError(f"column {self.name!r}: edges must be finite numbers")
         if any(b <= a for a, b in zip(self.edges, self.edges[1:], strict=False)):
             raise ValueError(f"column {self.name!r}: edges must be strictly increasing")
+        if self.type == "integer" and not all(float(e).is_integer() for e in self.edges):
+            raise ValueError(f"column {self.name!r}: an integer column needs whole-number edges (e.g. 17, not 17.5)")
         if self.missing_bucket and not self.nullable:
             raise ValueError(f"column {self.name!r}: missing_bucket needs nullable = true")
         if self.nullable and not self.missing_bucket:
