@@ -1,0 +1,181 @@
+"""Load the private source into the working DuckDB database as the raw table.
+
+Two layouts of the raw table:
+
+* **wide** (formats ``csv``, ``parquet``, ``duckdb``): one row per record and one ``VARCHAR`` column per
+  *declared* schema column. Every value is trimmed (spaces, tabs, CR, LF), and blank cells and the
+  configured ``null_strings`` become NULL. Source columns the schema does not declare are not loaded.
+* **baskets** (format ``transactions``): the long table ``(row_id BIGINT, item VARCHAR)``, one row per item
+  of a basket. A basket is a non-blank line of the files, its items separated by whitespace; baskets are
+  numbered ``0 .. n-1`` and an item repeated within a basket counts once. The schema declares the item
+  universe: one ``binary`` column per item id (the column name *is* the item id). Items outside it fail
+  validation (:mod:`expectations.validate`).
+
+Invariants: no value of the source ever appears in an error message (DuckDB read errors quote the
+offending line, so they are replaced by a message naming only the files' format options); the raw table
+is replaced, never appended to.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from dqrelease.config import BinaryColumn, Schema, SourceConfig
+from dqrelease.errors import ConfigInvalidError, ValidationFailedError
+from dqrelease.warehouse import materialize, query_rows, row_count, run_script, table_columns
+
+__all__ = ["BASKET_COLUMNS", "ingest_source", "is_basket_table"]
+
+BASKET_COLUMNS = ("row_id", "item")
+"""Columns of the long basket table written for ``format = "transactions"``."""
+
+_SOURCE_VIEW = "source_rows"
+_SOURCE_DATABASE = "dqrelease_source"
+
+
+def ingest_source(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: Schema, *, table: str = "raw") -> int:
+    """Load the source described by ``source`` into ``table`` (replacing it) and return its record count.
+
+    Args:
+        con: Working DuckDB connection.
+        source: The release config's ``[source]`` section (paths already resolved).
+        schema: The public schema; only its declared columns are loaded.
+        table: Name of the raw table (a plain identifier chosen by the caller's code).
+
+    Returns:
+        Number of records: rows of the wide table, or baskets for ``format = "transactions"``.
+
+    Raises:
+        ConfigInvalidError: A source file is missing, or a transactions source has a non-binary schema.
+        ValidationFailedError: Declared columns are missing from the source, or the files cannot be read
+            with the configured options (the message never quotes the data).
+    """
+    _check_files_exist(source)
+    run_script(con, "macros")
+    try:
+        if source.format == "transactions":
+            return _ingest_baskets(con, source, schema, table)
+        return _ingest_wide(con, source, schema, table)
+    finally:
+        run_script(con, "source_cleanup")
+
+
+def is_basket_table(columns: list[str], schema: Schema) -> bool:
+    """Whether a table with these column names is a long basket table for ``schema``.
+
+    True when every schema column is binary, the table has exactly the columns ``row_id, item`` and the
+    schema declares neither name as an item.
+    """
+    return (
+        all(isinstance(c, BinaryColumn) for c in schema.columns)
+        and list(columns) == list(BASKET_COLUMNS)
+        and not set(BASKET_COLUMNS) & set(schema.names)
+    )
+
+
+# ---------------------------------------------------------------------- formats
+def _ingest_wide(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: Schema, table: str) -> int:
+    _read_source(con, f"source_{source.format}", _source_variables(source), source)
+    present = {name for name, _ in table_columns(con, _SOURCE_VIEW)}
+    missing = [name for name in schema.names if name not in present]
+    if missing:
+        raise ValidationFailedError(
+            f"the source has no column {_names(missing)} declared in the schema; fix the schema's column names "
+            "or the source (header / column_names)",
+            [
+                {"expectation": "expect_table_columns_to_match_set", "column": name, "unexpected_count": "1"}
+                for name in missing
+            ],
+        )
+    params = {"columns": schema.names, "null_strings": ["", *source.null_strings]}
+    _guard_read(lambda: materialize(con, "raw_table", table, params=params), source)
+    return row_count(con, table)
+
+
+def _ingest_baskets(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: Schema, table: str) -> int:
+    not_binary = [c.name for c in schema.columns if not isinstance(c, BinaryColumn)]
+    if not_binary:
+        raise ConfigInvalidError(
+            f"source format 'transactions' needs a schema of binary columns (one per item id); "
+            f"column {_names(not_binary)} is not type = 'binary'"
+        )
+    clash = sorted(set(BASKET_COLUMNS) & set(schema.names))
+    if clash:
+        raise ConfigInvalidError(
+            f"item ids {clash} are reserved for the basket table's columns; rename those items in the source"
+        )
+    _read_source(con, "source_transactions", _source_variables(source), source)
+    _guard_read(lambda: materialize(con, "raw_baskets", table), source)
+    return int(query_rows(con, "basket_count", {"table": table})[0][0])
+
+
+def _source_variables(source: SourceConfig) -> dict[str, Any]:
+    paths = [str(p) for p in source.paths]
+    compression = "gzip" if source.gzip else "auto"
+    if source.format == "csv":
+        return {
+            "source_paths": paths,
+            "source_header": source.header,
+            "source_names": list(source.column_names or []),
+            "source_delimiter": source.delimiter,
+            "source_comment": source.comment or "",
+            "source_compression": compression,
+        }
+    if source.format == "parquet":
+        return {"source_paths": paths}
+    if source.format == "duckdb":
+        return {
+            "source_database": str(source.database),
+            "source_relation": f"{_SOURCE_DATABASE}.{source.table}",
+        }
+    return {"source_paths": paths, "source_comment": source.comment or "", "source_compression": compression}
+
+
+# ---------------------------------------------------------------------- checks
+def _check_files_exist(source: SourceConfig) -> None:
+    if source.format == "duckdb":
+        if not Path(source.database).is_file():
+            raise ConfigInvalidError(
+                f"source database {source.database} does not exist; fix source.database in the release config "
+                "(relative paths are resolved against the config file's directory)"
+            )
+        return
+    for path in source.paths:
+        text = str(path)
+        found = glob.glob(text) if glob.has_magic(text) else ([text] if Path(text).is_file() else [])
+        if not found:
+            raise ConfigInvalidError(
+                f"source file {path} does not exist; fix source.paths in the release config "
+                "(relative paths are resolved against the config file's directory)"
+            )
+
+
+def _read_source(con: duckdb.DuckDBPyConnection, model: str, variables: dict[str, Any], source: SourceConfig) -> None:
+    _guard_read(lambda: run_script(con, model, variables=variables), source)
+
+
+def _guard_read(action: Callable[[], None], source: SourceConfig) -> None:
+    """Run ``action``; replace a DuckDB read error (which may quote a line of the data) by a safe message."""
+    try:
+        action()
+    except duckdb.CatalogException:
+        if source.format != "duckdb":
+            raise
+        raise ConfigInvalidError(
+            f"source table {source.table!r} was not found in {source.database}; fix source.table"
+        ) from None
+    except duckdb.Error as error:
+        raise ValidationFailedError(
+            f"the source files could not be read as {source.format} ({type(error).__name__}); check the format "
+            "options in [source] (header, column_names, delimiter, comment, gzip) and the files",
+            [{"expectation": "source_is_readable", "column": "(table)", "unexpected_count": "1"}],
+        ) from None
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in names)

@@ -1,0 +1,164 @@
+"""DuckDB connection helpers: open a connection, run the SQL models of ``sql/``, stream results.
+
+Invariants:
+
+* SQL text comes only from the ``sql`` package (:func:`sql.load_sql`). Values reach it as bound ``$name``
+  parameters (single-statement models) or as session variables read with ``getvariable`` (scripts of
+  several statements: DuckDB binds parameters to the last statement of a script only).
+* The only identifiers ever placed into SQL text are table names given by code (``raw``, ``synthetic``):
+  a model names them ``{{ raw_table }}`` and :func:`render` substitutes them after checking them against a
+  plain-identifier pattern and double-quoting them (:func:`quote_identifier`). Models that only read a
+  table take its name as a bound parameter (``query_table($table)``) instead; a placeholder is used where
+  the base table itself is needed (its ``rowid``).
+* Results are read completely before the next statement runs: a half-read DuckDB result blocks its
+  connection. Streams (:func:`stream_batches`) must be consumed or closed before the connection is reused.
+* One connection per thread; a connection is not shared across threads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from sql import load_sql
+
+__all__ = [
+    "connect",
+    "drop_table",
+    "materialize",
+    "query_rows",
+    "quote_identifier",
+    "render",
+    "row_count",
+    "run_script",
+    "set_variables",
+    "stream_batches",
+    "table_columns",
+]
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
+
+
+def connect(path: Path | None) -> duckdb.DuckDBPyConnection:
+    """Open a DuckDB connection with the progress bar disabled.
+
+    Args:
+        path: Database file (created if missing), or ``None`` for an in-memory database.
+
+    Returns:
+        The connection; use it as a context manager or close it.
+    """
+    con = duckdb.connect(":memory:" if path is None else str(path))
+    con.execute("set enable_progress_bar = false")
+    return con
+
+
+def quote_identifier(name: str) -> str:
+    """Double-quote a table or variable name given by code.
+
+    Raises:
+        ValueError: If ``name`` is not a plain identifier (letters, digits, underscore; not starting with a
+            digit). Names from data or from user files never reach this function.
+    """
+    if not _IDENTIFIER.match(name):
+        raise ValueError(f"{name!r} is not a plain identifier (letters, digits, underscore)")
+    return f'"{name}"'
+
+
+def render(model: str, tables: Mapping[str, str] | None = None) -> str:
+    """Text of ``sql/<model>.sql`` with each ``{{ name }}`` replaced by the quoted table ``tables[name]``.
+
+    Raises:
+        ValueError: A placeholder has no table, or a table name is not a plain identifier.
+    """
+    tables = tables or {}
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(1) not in tables:
+            raise ValueError(f"SQL model {model!r} needs a table for {{{{ {match.group(1)} }}}}")
+        return quote_identifier(tables[match.group(1)])
+
+    return _PLACEHOLDER.sub(substitute, load_sql(model))
+
+
+def set_variables(con: duckdb.DuckDBPyConnection, values: Mapping[str, Any]) -> None:
+    """Set DuckDB session variables (read in SQL with ``getvariable('name')``), each value bound."""
+    for name, value in values.items():
+        quote_identifier(name)
+        con.execute(f"set variable {name} = $value", {"value": value})  # name checked above
+
+
+def run_script(
+    con: duckdb.DuckDBPyConnection, model: str, *, variables: Mapping[str, Any] | None = None
+) -> None:
+    """Set ``variables`` and run the statements of ``sql/<model>.sql`` (no result is returned)."""
+    if variables:
+        set_variables(con, variables)
+    con.execute(load_sql(model))
+
+
+def materialize(
+    con: duckdb.DuckDBPyConnection,
+    model: str,
+    table: str,
+    *,
+    params: Mapping[str, Any] | None = None,
+    tables: Mapping[str, str] | None = None,
+    temporary: bool = False,
+) -> None:
+    """Create (or replace) ``table`` as the result of the single-statement model ``sql/<model>.sql``."""
+    kind = "temp table" if temporary else "table"
+    con.execute(f"create or replace {kind} {quote_identifier(table)} as\n{render(model, tables)}", params or {})
+
+
+def drop_table(con: duckdb.DuckDBPyConnection, table: str, *, temporary: bool = False) -> None:
+    """Drop ``table`` if it exists (``temporary``: the connection's temporary table of that name)."""
+    qualified = f"temp.{quote_identifier(table)}" if temporary else quote_identifier(table)
+    con.execute(f"drop table if exists {qualified}")
+
+
+def query_rows(
+    con: duckdb.DuckDBPyConnection,
+    model: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    tables: Mapping[str, str] | None = None,
+) -> list[tuple[Any, ...]]:
+    """Run the single-statement model ``sql/<model>.sql`` and return all its rows."""
+    return con.execute(render(model, tables), params or {}).fetchall()
+
+
+def stream_batches(
+    con: duckdb.DuckDBPyConnection,
+    model: str,
+    *,
+    params: Mapping[str, Any] | None = None,
+    tables: Mapping[str, str] | None = None,
+    batch_size: int = 1 << 17,
+) -> Iterator[pa.RecordBatch]:
+    """Yield the result of ``sql/<model>.sql`` as Arrow record batches of at most ``batch_size`` rows.
+
+    The connection is busy until the iterator is exhausted or closed.
+    """
+    relation = con.sql(render(model, tables), params=dict(params or {}))
+    reader = relation.to_arrow_reader(batch_size)
+    try:
+        yield from reader
+    finally:
+        reader.close()
+
+
+def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
+    """``(name, type)`` of every column of ``table``, in order."""
+    return [(str(name), str(kind)) for name, kind in query_rows(con, "table_columns", {"table": table})]
+
+
+def row_count(con: duckdb.DuckDBPyConnection, table: str) -> int:
+    """Number of rows of ``table``."""
+    return int(query_rows(con, "table_row_count", {"table": table})[0][0])

@@ -1,0 +1,20 @@
+-- macros: helpers of the ingest and discretize models (temporary, per connection; safe to run again).
+
+-- trim_text: a value as text without surrounding spaces, tabs, carriage returns or newlines.
+create or replace temp macro trim_text(raw_value) as
+    trim(raw_value::varchar, ' ' || chr(9) || chr(10) || chr(13));
+
+-- clean_value: trimmed text; the strings in null_strings (which include '') become NULL.
+create or replace temp macro clean_value(raw_value, null_strings) as
+    case
+        when list_contains(null_strings, trim_text(raw_value)) then null
+        else trim_text(raw_value)
+    end;
+
+-- parse_number: text as a double; NULL stays NULL, text that is not a number becomes NaN (which falls in
+-- no bucket, so it cannot be mistaken for a missing value).
+create or replace temp macro parse_number(raw_value) as
+    case
+        when raw_value is null then null
+        else coalesce(try_cast(raw_value as double), 'nan'::double)
+    end;
