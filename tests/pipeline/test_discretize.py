@@ -1,0 +1,221 @@
+"""Discretization in SQL from the public schema: domains, codes, the one-code-per-column check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dqrelease.discretize as discretize_module
+from dqrelease.config import CategoricalColumn, NumericColumn, Schema, SourceConfig, load_config, load_schema
+from dqrelease.discretize import discretize, domain_from_schema
+from dqrelease.errors import ValidationFailedError
+from dqrelease.ingest import ingest_source
+from dqrelease.warehouse import connect
+
+ROOT = Path(__file__).resolve().parents[2]
+ADULT = ROOT / "examples" / "adult"
+KDD99 = ROOT / "examples" / "kdd99"
+
+SCHEMA = Schema.model_validate({
+    "columns": [
+        {"name": "colour", "type": "categorical", "values": ["red", "blue", "?"], "aliases": {"RED": "red"}},
+        {"name": "size", "type": "integer", "edges": [0, 10, 100]},
+        {"name": "weight", "type": "float", "edges": [0.0, 0.5, 2.5], "out_of_range": "clip"},
+        {"name": "flag", "type": "binary"},
+        {"name": "note", "type": "categorical", "values": ["a", "none"], "missing": "none", "nullable": True},
+        {"name": "score", "type": "float", "edges": [0, 1], "nullable": True, "missing_bucket": True},
+    ]
+})
+
+
+@pytest.fixture()
+def con():
+    with connect(None) as connection:
+        yield connection
+
+
+def _table(con, columns: dict[str, list], name: str = "raw") -> None:
+    frame = pd.DataFrame({k: pd.array(v, dtype="string") for k, v in columns.items()})
+    con.register("frame", frame)
+    con.execute(f"create or replace table {name} as select * from frame")
+    con.unregister("frame")
+
+
+def _rows(dataset) -> list[tuple[int, ...]]:
+    return sorted(tuple(int(v) for v in row) for row in dataset.to_codes())
+
+
+# ---------------------------------------------------------------------- domain
+def test_domain_has_one_block_per_column_with_schema_labels():
+    domain = domain_from_schema(SCHEMA)
+    assert domain.names == ("colour", "size", "weight", "flag", "note", "score")
+    assert domain.sizes.tolist() == [3, 2, 2, 2, 2, 2]
+    assert domain.is_binary.tolist() == [False, False, False, True, False, False]
+    assert domain.attributes[1].labels == ("[0, 10)", "[10, 100)")
+    assert domain.attributes[5].labels == ("[0, 1)", "missing")
+    assert domain.n_bits == 3 + 2 + 2 + 1 + 2 + 2
+
+
+# ---------------------------------------------------------------------- codes
+def test_codes_follow_values_aliases_buckets_clipping_and_missing(con):
+    _table(con, {
+        "colour": ["red", "RED", "?", "blue"],
+        "size": ["0", "9", "10", "99"],
+        "weight": ["-3", "0.5", "1e9", "0.49"],
+        "flag": ["0", "1", "1", "0"],
+        "note": ["a", None, "none", "a"],
+        "score": ["0.5", None, "0", "0.999"],
+    })
+    dataset = discretize(con, "raw", SCHEMA)
+    assert dataset.n == 4
+    assert _rows(dataset) == sorted([
+        (0, 0, 0, 0, 0, 0),
+        (0, 0, 1, 1, 1, 1),
+        (2, 1, 1, 1, 1, 0),
+        (1, 1, 0, 0, 0, 0),
+    ])
+
+
+def test_codes_match_a_pandas_reference_on_a_slice_of_adult(con, tmp_path):
+    train = (ADULT / "data" / "adult.data").read_text().splitlines()[:700]
+    test = (ADULT / "data" / "adult.test").read_text().splitlines()[:301]
+    (tmp_path / "train.csv").write_text("\n".join(train) + "\n")
+    (tmp_path / "test.csv").write_text("\n".join(test) + "\n")
+    config = load_config(ADULT / "release.toml")
+    schema = load_schema(config.schema_file)
+    source = config.source.model_copy(update={"paths": [tmp_path / "train.csv", tmp_path / "test.csv"]})
+    assert ingest_source(con, source, schema) == 1000
+
+    dataset = discretize(con, "raw", schema)
+
+    frame = pd.concat([
+        pd.read_csv(tmp_path / name, header=None, names=schema.names, skipinitialspace=True, comment="|", dtype=str)
+        for name in ("train.csv", "test.csv")
+    ])
+    reference = np.empty((len(frame), len(schema.columns)), dtype=np.int64)
+    for j, column in enumerate(schema.columns):
+        values = frame[column.name].str.strip()
+        if isinstance(column, CategoricalColumn):
+            lookup = {v: i for i, v in enumerate(column.values)}
+            lookup |= {alias: lookup[target] for alias, target in column.aliases.items()}
+            reference[:, j] = values.map(lookup).to_numpy()
+        else:
+            assert isinstance(column, NumericColumn)
+            bucket = np.searchsorted(column.edges, values.astype(float).to_numpy(), side="right") - 1
+            reference[:, j] = np.clip(bucket, 0, len(column.edges) - 2)
+    expected, counts = np.unique(reference, axis=0, return_counts=True)
+    assert dataset.n == 1000
+    np.testing.assert_array_equal(dataset.codes.astype(np.int64), expected)
+    np.testing.assert_array_equal(dataset.counts, counts)
+
+
+def test_a_value_outside_the_schema_gets_no_code_and_is_named_without_the_value(con):
+    _table(con, {
+        "colour": ["red", "Moonlighting-Zebra"], "size": ["1", "1000"], "weight": ["1", "1"],
+        "flag": ["0", "1"], "note": ["a", "a"], "score": ["0", "0"],
+    })
+    with pytest.raises(ValidationFailedError) as caught:
+        discretize(con, "raw", SCHEMA)
+    assert caught.value.failures == [
+        {"expectation": "one_code_per_column", "column": "colour", "unexpected_count": "1"},
+        {"expectation": "one_code_per_column", "column": "size", "unexpected_count": "1"},
+    ]
+    assert "Moonlighting-Zebra" not in str(caught.value) + repr(caught.value.failures)
+
+
+def test_one_code_per_column_check_catches_a_mapping_with_two_codes_for_a_value(con, monkeypatch):
+    original = discretize_module.categorical_codes
+
+    def broken(schema):
+        return [*original(schema), {"column_name": "colour", "raw_value": "blue", "code": 0}]
+
+    monkeypatch.setattr(discretize_module, "categorical_codes", broken)
+    _table(con, {
+        "colour": ["blue", "red", "blue"], "size": ["1"] * 3, "weight": ["1"] * 3,
+        "flag": ["0"] * 3, "note": ["a"] * 3, "score": ["0"] * 3,
+    })
+    with pytest.raises(ValidationFailedError, match="'colour'") as caught:
+        discretize(con, "raw", SCHEMA)
+    assert caught.value.failures == [
+        {"expectation": "one_code_per_column", "column": "colour", "unexpected_count": "2"}
+    ]
+
+
+def test_overlapping_buckets_are_caught_too(con, monkeypatch):
+    original = discretize_module.numeric_buckets
+
+    def broken(schema):
+        return [*original(schema), {"column_name": "size", "lo": 5.0, "hi": 50.0, "code": 1}]
+
+    monkeypatch.setattr(discretize_module, "numeric_buckets", broken)
+    _table(con, {
+        "colour": ["red"] * 2, "size": ["1", "7"], "weight": ["1"] * 2,
+        "flag": ["0"] * 2, "note": ["a"] * 2, "score": ["0"] * 2,
+    })
+    with pytest.raises(ValidationFailedError, match="'size'"):
+        discretize(con, "raw", SCHEMA)
+
+
+def test_schema_refuses_an_alias_that_is_also_a_declared_value():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="alias spellings \\['blue'\\] are also declared values"):
+        CategoricalColumn(name="colour", values=["red", "blue"], aliases={"blue": "red"})
+
+
+def test_rows_deleted_from_the_raw_table_leave_no_empty_record(con):
+    _table(con, {
+        "colour": ["red", "blue", "?"], "size": ["1", "20", "3"], "weight": ["1"] * 3,
+        "flag": ["0", "1", "0"], "note": ["a"] * 3, "score": ["0"] * 3,
+    })
+    con.execute("delete from raw where colour = 'blue'")
+    dataset = discretize(con, "raw", SCHEMA)
+    assert dataset.n == 2
+    assert _rows(dataset) == [(0, 0, 1, 0, 0, 0), (2, 0, 1, 0, 0, 0)]
+
+
+# ---------------------------------------------------------------------- all-binary schemas
+ITEMS = Schema.model_validate({"columns": [{"name": n, "type": "binary"} for n in ["10", "20", "30"]]})
+
+
+def test_wide_binary_columns_become_a_sparse_dataset(con):
+    _table(con, {"10": ["1", "0", "1"], "20": ["0", "0", "1"], "30": ["0", "0", "0"]})
+    dataset = discretize(con, "raw", ITEMS)
+    assert dataset.is_sparse and dataset.n == 3
+    assert sorted(map(tuple, dataset.bits.toarray().astype(int))) == [(0, 0, 0), (1, 0, 0), (1, 1, 0)]
+
+
+def test_basket_table_becomes_a_sparse_dataset(con, tmp_path):
+    path = tmp_path / "baskets.txt"
+    path.write_text("10 20\n30 10\n20\n")
+    assert ingest_source(con, SourceConfig(format="transactions", paths=[path]), ITEMS) == 3
+    dataset = discretize(con, "raw", ITEMS)
+    assert dataset.is_sparse and dataset.bits.shape == (3, 3)
+    assert sorted(map(tuple, dataset.bits.toarray().astype(int))) == [(0, 1, 0), (1, 0, 1), (1, 1, 0)]
+
+
+def test_basket_items_outside_the_schema_are_refused(con, tmp_path):
+    path = tmp_path / "baskets.txt"
+    path.write_text("10 20\n99\n")
+    ingest_source(con, SourceConfig(format="transactions", paths=[path]), ITEMS)
+    with pytest.raises(ValidationFailedError, match="1 basket items"):
+        discretize(con, "raw", ITEMS)
+
+
+# ---------------------------------------------------------------------- the real KDD Cup 99 file
+@pytest.mark.slow
+def test_kdd99_discretizes_to_494021_records(con):
+    config = load_config(KDD99 / "release.toml")
+    schema = load_schema(config.schema_file)
+    ingest_source(con, config.source, schema)
+    dataset = discretize(con, "raw", schema)
+    assert dataset.n == 494021
+    assert dataset.codes.shape[1] == 42
+    assert int(dataset.counts.sum()) == 494021
+    label = schema.names.index("label")
+    counts = dataset.one_way_counts()[label]
+    assert counts.sum() == 494021
+    assert counts.min() >= 0 and counts.size == 23
