@@ -247,3 +247,7 @@ def serve(
 def main() -> None:  # pragma: no cover - console entry point
     """Entry point."""
     sys.exit(app())
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m dqrelease.cli`
+    main()

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dqrelease.discretize import discretize
-from dqrelease.ingest import ingest_source
-from dqrelease.warehouse import connect
-from expectations.validate import validate_table
 from prefect import task
 
 from dq_engine import Dataset
 from dqrelease.config import ReleaseConfig, Schema, load_config, load_schema
+from dqrelease.discretize import discretize
 from dqrelease.errors import ValidationFailedError
+from dqrelease.ingest import ingest_source
 from dqrelease.runs import RunContext
+from dqrelease.warehouse import connect
+from expectations.validate import validate_table
 from tasks.common import TASK_OPTIONS
 
 RAW_TABLE = "raw"

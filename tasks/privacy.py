@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dqrelease.discretize import domain_from_schema
-from dqrelease.ledger import Ledger
 from prefect import get_run_logger, task
 
 from dq_engine import Workload
 from dqrelease.config import ReleaseConfig, Schema, config_hash
+from dqrelease.discretize import domain_from_schema
+from dqrelease.ledger import Ledger
 from dqrelease.plan import ReleasePlan, build_workload, plan_release
 from dqrelease.runs import RunContext
 from tasks.common import TASK_OPTIONS
