@@ -5,20 +5,28 @@ Model sections:
 * **variables** -- one Boolean per bit of every touched attribute; one indicator per clause with two or
   more literals.
 * **constraints** -- exactly one bit per touched one-hot block (every solution decodes to a valid record);
-  a positive conjunction's indicator implies all its bits (``AddBoolAnd(...).OnlyEnforceIf(c)``); a negated
-  conjunction's indicator implies that at least one bit is off (``AddBoolOr(¬x...).OnlyEnforceIf(d)``).
-  This "indicator" encoding is the one the paper's IP describes; measurements in ``docs/oracle.md`` compare
-  it with the alternatives on real instances.
-* **objective** -- maximise the weighted number of satisfied clauses (+ the optional linear term,
-  scaled to integers). One-literal clauses enter the objective directly as ``w·x`` or ``w·(1-x)``.
-* **solve** -- time limit, workers, seed from :class:`~dq_engine.oracle.config.OracleConfig`; a complete
-  hint (every bit *and* every indicator) when a start record is given; OPTIMAL and FEASIBLE accepted.
+  clause indicators in one of four equivalent encodings (:data:`ENCODINGS`). The default, ``"indicator"``,
+  is the paper's IP written with enforcement literals: a positive conjunction's indicator implies all its
+  bits (``bool_and`` enforced by ``c``), a negated conjunction's indicator implies that at least one bit is
+  off (``bool_or(¬x…)`` enforced by ``d``). Because the objective rewards indicators with positive weights,
+  one direction of the implication suffices; at the optimum ``c`` (``d``) equals the clause's truth value.
+* **objective** -- maximise the weighted number of satisfied clauses (+ the optional linear term, scaled to
+  integers). One-literal clauses enter the objective directly as ``w·x`` or ``w·(1-x)``.
+* **solve** -- time limit, workers, presolve iterations and seed from
+  :class:`~dq_engine.oracle.config.OracleConfig`; a complete hint (every bit *and* every indicator) when a
+  start record is given; OPTIMAL and FEASIBLE accepted.
+
+The model is written straight into the ``CpModelProto`` from numpy arrays (one Python call per clause,
+none per literal): with 20,000 sampled clauses that takes about 0.1 s, where building it through the
+``CpModel`` wrapper took 0.8 s (``docs/oracle.md``). Measurements of the four encodings, worker counts,
+hints and presolve settings on instances captured from real DualQuery runs are in ``docs/oracle.md``.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -26,10 +34,18 @@ from ortools.sat.python import cp_model
 from dq_engine.oracle.config import OracleConfig
 from dq_engine.oracle.problem import BestResponseProblem
 
-__all__ = ["CpSatResult", "solve_cpsat"]
+__all__ = ["ENCODINGS", "CpSatResult", "Encoding", "solve_cpsat"]
 
 LINEAR_SCALE = 10_000
 """Float linear coefficients (FEM perturbations) are rounded to multiples of 1/LINEAR_SCALE."""
+
+Encoding = Literal["indicator", "clause", "linear", "reified"]
+ENCODINGS: tuple[Encoding, ...] = ("indicator", "clause", "linear", "reified")
+"""Clause encodings: ``indicator`` (``bool_and``/``bool_or`` enforced by the indicator, the default),
+``clause`` (plain CNF: ``¬c ∨ x`` per bit, ``¬d ∨ ¬x_a ∨ ¬x_b ∨ …``), ``linear`` (the paper's IP rows
+``Σx ≥ k·c`` and ``Σ(1-x) ≥ d``) and ``reified`` (indicator ⇔ clause, both directions)."""
+
+_INT_BOUND = 1 << 40
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,10 +55,15 @@ class CpSatResult:
     Attributes:
         codes: Solution as value codes ``(m,)`` (free attributes left at the hint's values), or None.
         status: CP-SAT status name (``OPTIMAL``, ``FEASIBLE``, ``UNKNOWN``, ...).
-        objective: Objective of the solution in problem units (None without a solution).
-        bound: Best proven upper bound in problem units.
+        objective: Exact objective of the decoded record in problem units (None without a solution). It can
+            exceed ``solver_objective``: with one-sided encodings a non-optimal solution may leave the
+            indicator of a satisfied clause at 0.
+        bound: Best proven upper bound in problem units (None without a solution).
         seconds: Solver wall time.
         build_seconds: Model building time.
+        deterministic_time: CP-SAT's deterministic time of the solve (its own work unit, not seconds).
+        solver_objective: CP-SAT's own objective value (None without a solution).
+        progress: ``(seconds, objective)`` of every improving solution, when ``record_progress`` was set.
     """
 
     codes: np.ndarray | None
@@ -51,79 +72,114 @@ class CpSatResult:
     bound: float | None
     seconds: float
     build_seconds: float
+    deterministic_time: float = 0.0
+    solver_objective: float | None = None
+    progress: tuple[tuple[float, float], ...] = field(default_factory=tuple)
+
+
+class _Progress(cp_model.CpSolverSolutionCallback):
+    """Records the wall time and objective of every improving solution."""
+
+    def __init__(self, scale: int) -> None:
+        super().__init__()
+        self.scale = scale
+        self.began = time.perf_counter()
+        self.points: list[tuple[float, float]] = []
+
+    def on_solution_callback(self) -> None:
+        self.points.append((time.perf_counter() - self.began, self.objective_value / self.scale))
 
 
 def solve_cpsat(
-    problem: BestResponseProblem, config: OracleConfig, *, hint: np.ndarray | None, seed: int
+    problem: BestResponseProblem,
+    config: OracleConfig,
+    *,
+    hint: np.ndarray | None,
+    seed: int,
+    encoding: Encoding = "indicator",
+    record_progress: bool = False,
 ) -> CpSatResult:
     """Solve the best-response problem with CP-SAT.
 
     Args:
         problem: The weighted MAX-CSP.
-        config: Solver settings (time limit, workers, determinism).
+        config: Solver settings (time limit, workers, presolve, determinism).
         hint: Optional start record as value codes ``(m,)``; it also supplies free attributes' values.
         seed: CP-SAT ``random_seed`` (drawn from the run's generator, so seeded runs are reproducible).
+        encoding: Clause encoding, one of :data:`ENCODINGS` (all give the same optimum).
+        record_progress: Record ``(seconds, objective)`` of each improving solution (bench use).
     """
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding ({encoding!r}) must be one of {ENCODINGS}")
     began = time.perf_counter()
     domain = problem.domain
     model = cp_model.CpModel()
+    proto = model.proto
 
-    # --- variables: one Boolean per bit of each touched attribute
+    # --- variables: one Boolean per bit of each touched attribute, then one indicator per long clause
     touched = problem.touched_attributes
-    x: dict[int, cp_model.IntVar] = {}
-    for attribute in touched:
-        start = int(domain.offsets[attribute])
-        for bit in range(start, start + domain.attributes[attribute].n_bits):
-            x[bit] = model.new_bool_var(f"x{bit}")
+    touched_bit = np.zeros(domain.n_bits, dtype=bool)
+    touched_bit[np.isin(domain.bit_attribute, touched)] = True
+    var_of_bit = np.full(domain.n_bits, -1, dtype=np.int64)
+    var_of_bit[touched_bit] = np.arange(int(touched_bit.sum()))
+    n_bit_vars = int(touched_bit.sum())
+
+    size = problem.clause_size
+    long = np.flatnonzero(size >= 2)
+    single = np.flatnonzero(size == 1)
+    n_vars = n_bit_vars + len(long)
+    for _ in range(n_vars):
+        proto.variables.add().domain.extend((0, 1))
 
     # --- constraints: a valid record has exactly one value per one-hot block
     for attribute in touched:
         if not domain.is_binary[attribute]:
             start = int(domain.offsets[attribute])
-            model.add_exactly_one([x[b] for b in range(start, start + domain.attributes[attribute].size)])
+            block = var_of_bit[start : start + domain.attributes[attribute].size]
+            proto.constraints.add().exactly_one.literals.extend(block.tolist())
 
     # --- constraints: clause indicators
-    objective_terms: list[tuple[int, cp_model.LinearExprT]] = []
-    constant = 0
-    indicators: list[tuple[cp_model.IntVar, np.ndarray, bool]] = []
-    for bits_row, negated, weight in zip(
-        problem.clause_bits, problem.clause_negated, problem.clause_weight, strict=True
-    ):
-        bits = [int(b) for b in bits_row if b >= 0]
-        w = int(weight)
-        if len(bits) == 1:
-            if negated:  # w * (1 - x)
-                constant += w
-                objective_terms.append((-w, x[bits[0]]))
-            else:
-                objective_terms.append((w, x[bits[0]]))
-            continue
-        indicator = model.new_bool_var("")
-        if negated:
-            model.add_bool_or([x[b].Not() for b in bits]).only_enforce_if(indicator)
-        else:
-            model.add_bool_and([x[b] for b in bits]).only_enforce_if(indicator)
-        objective_terms.append((w, indicator))
-        indicators.append((indicator, np.array(bits), bool(negated)))
+    indicator_of_clause = np.arange(n_bit_vars, n_vars)
+    literal_vars = [
+        [int(v) for v in var_of_bit[row[row >= 0]]] for row in problem.clause_bits[long]
+    ]
+    negated_long = problem.clause_negated[long].tolist()
+    _add_clause_constraints(proto, encoding, literal_vars, negated_long, indicator_of_clause.tolist())
 
-    # --- objective: weighted satisfied clauses (+ scaled linear term)
-    linear_scale = 1
+    # --- objective: weighted satisfied clauses (+ scaled linear term); the proto minimises, so negate
+    scale = LINEAR_SCALE if problem.linear is not None else 1
+    weight = problem.clause_weight.astype(np.int64) * scale
+    objective_vars = [indicator_of_clause]
+    objective_coeffs = [weight[long]]
+    single_negated = problem.clause_negated[single]
+    single_vars = var_of_bit[problem.clause_bits[single, 0]]
+    # w·x for a positive literal; w·(1-x) = w - w·x for a negated one
+    objective_vars.append(single_vars)
+    objective_coeffs.append(np.where(single_negated, -weight[single], weight[single]))
+    constant = int(weight[single][single_negated].sum())
     if problem.linear is not None:
-        linear_scale = LINEAR_SCALE
-        objective_terms = [(c * linear_scale, v) for c, v in objective_terms]
-        constant *= linear_scale
-        for bit in np.nonzero(problem.linear)[0]:
-            objective_terms.append((round(problem.linear[bit] * linear_scale), x[int(bit)]))
-    model.maximize(sum(c * v for c, v in objective_terms) + constant)
+        bits = np.flatnonzero(problem.linear)
+        objective_vars.append(var_of_bit[bits])
+        objective_coeffs.append(np.round(problem.linear[bits] * scale).astype(np.int64))
+    variables = np.concatenate(objective_vars)
+    coefficients = np.concatenate(objective_coeffs)
+    # merge repeated variables (a bit can appear in several one-literal clauses and in the linear term)
+    merged_vars, inverse = np.unique(variables, return_inverse=True)
+    merged_coeffs = np.bincount(inverse, weights=coefficients, minlength=len(merged_vars)).astype(np.int64)
+    keep = merged_coeffs != 0
+    proto.objective.vars.extend(merged_vars[keep].tolist())
+    proto.objective.coeffs.extend((-merged_coeffs[keep]).tolist())
+    proto.objective.offset = float(-constant)
+    proto.objective.scaling_factor = -1.0
 
     # --- hint: complete (every bit and every indicator), or nothing
     if hint is not None:
         on = hint[domain.bit_attribute] == domain.bit_value
-        for bit, var in x.items():
-            model.add_hint(var, bool(on[bit]))
-        for indicator, bits, negated in indicators:
-            full = bool(on[bits].all())
-            model.add_hint(indicator, (not full) if negated else full)
+        padded = np.where(problem.clause_bits[long] >= 0, on[np.maximum(problem.clause_bits[long], 0)], True)
+        full = padded.all(axis=1)
+        satisfied = np.where(problem.clause_negated[long], ~full, full)
+        proto.solution_hint.vars.extend(range(n_vars))
+        proto.solution_hint.values.extend(np.concatenate([on[touched_bit], satisfied]).astype(np.int64).tolist())
     build_seconds = time.perf_counter() - began
 
     # --- solve
@@ -139,28 +195,79 @@ def solve_cpsat(
         parameters.max_time_in_seconds = float(config.time_limit)
     if config.max_presolve_iterations is not None:
         parameters.max_presolve_iterations = int(config.max_presolve_iterations)
-    status = solver.solve(model)
+    callback = _Progress(scale) if record_progress else None
+    status = solver.solve(model, callback)
     status_name = solver.status_name(status)
+    response = solver.response_proto
 
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return CpSatResult(
-            codes=None, status=status_name, objective=None, bound=None,
-            seconds=solver.wall_time, build_seconds=build_seconds,
+            codes=None, status=status_name, objective=None, bound=None, seconds=solver.wall_time,
+            build_seconds=build_seconds, deterministic_time=response.deterministic_time,
         )
     # --- decode: touched attributes from the solution, free ones from the hint (or 0)
-    codes = np.zeros(len(domain), dtype=np.int64) if hint is None else hint.copy()
+    solution = np.asarray(response.solution, dtype=np.int64)[:n_bit_vars].astype(bool)
+    on_bits = np.zeros(domain.n_bits, dtype=bool)
+    on_bits[touched_bit] = solution
+    codes = np.zeros(len(domain), dtype=np.int64) if hint is None else np.asarray(hint, dtype=np.int64).copy()
     for attribute in touched:
         start = int(domain.offsets[attribute])
         if domain.is_binary[attribute]:
-            codes[attribute] = int(solver.boolean_value(x[start]))
+            codes[attribute] = int(on_bits[start])
         else:
-            size = domain.attributes[attribute].size
-            codes[attribute] = next(v for v in range(size) if solver.boolean_value(x[start + v]))
+            codes[attribute] = int(np.argmax(on_bits[start : start + domain.attributes[attribute].size]))
+    exact = float(problem.objective(domain.encode_records(codes[None, :]))[0])
     return CpSatResult(
         codes=codes,
         status=status_name,
-        objective=solver.objective_value / linear_scale,
-        bound=solver.best_objective_bound / linear_scale,
+        objective=exact,
+        solver_objective=solver.objective_value / scale,
+        bound=solver.best_objective_bound / scale,
         seconds=solver.wall_time,
         build_seconds=build_seconds,
+        deterministic_time=response.deterministic_time,
+        progress=tuple(callback.points) if callback is not None else (),
     )
+
+
+def _add_clause_constraints(
+    proto: object, encoding: Encoding, literal_vars: list[list[int]], negated: list[bool], indicators: list[int]
+) -> None:
+    """Write the clause constraints of one encoding (``c`` for a conjunction, ``d`` for a negated one)."""
+    constraints = proto.constraints
+    for bits, is_negated, indicator in zip(literal_vars, negated, indicators, strict=True):
+        off = [-v - 1 for v in bits]  # literals ¬x
+        if encoding == "indicator":
+            constraint = constraints.add()
+            constraint.enforcement_literal.append(indicator)
+            if is_negated:  # d → ∨ ¬x
+                constraint.bool_or.literals.extend(off)
+            else:  # c → ∧ x
+                constraint.bool_and.literals.extend(bits)
+        elif encoding == "clause":
+            if is_negated:  # ¬d ∨ ¬x_a ∨ ¬x_b ∨ …
+                constraints.add().bool_or.literals.extend([-indicator - 1, *off])
+            else:  # ¬c ∨ x_b for every bit
+                for v in bits:
+                    constraints.add().bool_or.literals.extend((-indicator - 1, v))
+        elif encoding == "linear":
+            linear = constraints.add().linear
+            k = len(bits)
+            if is_negated:  # Σ(1 - x) ≥ d  ⇔  -Σx - d ≥ -k
+                linear.vars.extend([*bits, indicator])
+                linear.coeffs.extend([-1] * k + [-1])
+                linear.domain.extend((-k, _INT_BOUND))
+            else:  # Σx ≥ k·c  ⇔  Σx - k·c ≥ 0
+                linear.vars.extend([*bits, indicator])
+                linear.coeffs.extend([1] * k + [-k])
+                linear.domain.extend((0, _INT_BOUND))
+        else:  # reified: indicator ⇔ clause
+            forward = constraints.add()
+            forward.enforcement_literal.append(indicator)
+            if is_negated:  # d → ∨ ¬x ; each ¬x → d
+                forward.bool_or.literals.extend(off)
+                for v in bits:
+                    constraints.add().bool_or.literals.extend((v, indicator))
+            else:  # c → ∧ x ; ∧ x → c
+                forward.bool_and.literals.extend(bits)
+                constraints.add().bool_or.literals.extend([*off, indicator])

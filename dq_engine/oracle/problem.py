@@ -68,6 +68,12 @@ class BestResponseProblem:
             touched[self.domain.bit_attribute[np.nonzero(self.linear)[0]]] = True
         return np.nonzero(touched)[0]
 
+    @property
+    def clauses_per_touched_bit(self) -> float:
+        """Distinct clauses per bit of a touched attribute: the density that decides how hard CP-SAT finds it."""
+        touched_bits = int(sum(self.domain.attributes[a].n_bits for a in self.touched_attributes))
+        return self.n_clauses / max(1, touched_bits)
+
     def objective(self, records: np.ndarray) -> np.ndarray:
         """Objective of each bit record, shape ``(r,)`` for records ``(r, n_bits)`` (or scalar for one)."""
         records = np.asarray(records, dtype=bool)
