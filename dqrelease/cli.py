@@ -11,6 +11,8 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -64,6 +66,17 @@ def _fail(error: BaseException) -> None:
     raise typer.Exit(int(ExitCode.INTERNAL_ERROR))
 
 
+@contextmanager
+def _exit_codes() -> Iterator[None]:
+    """Map errors raised inside the block to the CLI's exit codes (typer's own exits pass through)."""
+    try:
+        yield
+    except (typer.Exit, typer.BadParameter):
+        raise
+    except Exception as error:  # every other error becomes an exit code with a safe message
+        _fail(error)
+
+
 def _load(config: Path):
     from dqrelease.config import load_config, load_schema
 
@@ -101,12 +114,8 @@ def run(
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
 ) -> None:
     """Run a release: ingest, validate, charge the budget, synthesize, publish."""
-    try:
+    with _exit_codes():
         summary = _run_release(config, seed=None, output=None, charge=True, quiet=quiet)
-    except BaseException as error:
-        if isinstance(error, typer.Exit | KeyboardInterrupt):
-            raise
-        _fail(error)
     out = Console()
     out.print(f"[green]release {summary['run_id']} published[/green]")
     out.print(f"  synthetic table: {summary['release']}  ({', '.join(summary['outputs'])})")
@@ -119,7 +128,7 @@ def run(
 @app.command()
 def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")]) -> None:
     """Show the privacy cost and the mechanism parameters without touching the data."""
-    try:
+    with _exit_codes():
         from dqrelease.discretize import domain_from_schema
         from dqrelease.plan import build_workload, plan_release
 
@@ -127,12 +136,17 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
         domain = domain_from_schema(schema)
         workload = build_workload(loaded.workload, domain)
         if loaded.privacy.n == "noisy":
-            raise ReleaseError("privacy.n = 'noisy' cannot be planned before the noisy count; declare n")
+            from dqrelease.plan import mechanism_budget
+
+            epsilon, delta = mechanism_budget(loaded)
+            Console().print(
+                f"release [bold]{loaded.name}[/bold]: n is private (add/remove neighbours). The run first charges "
+                f"a Laplace count (epsilon={loaded.privacy.n_epsilon}, delta={loaded.privacy.delta / 2:.3g}), then "
+                f"plans {loaded.mechanism.name} within epsilon={epsilon}, delta={delta:.3g} using the count's "
+                "lower bound; the number of rounds is known only after the count."
+            )
+            return
         result = plan_release(loaded, n=int(loaded.privacy.n))
-    except BaseException as error:
-        if isinstance(error, typer.Exit):
-            raise
-        _fail(error)
     out = Console()
     out.print(f"release [bold]{loaded.name}[/bold]: {domain.n_bits} binary attributes from {len(domain)} columns, "
               f"workload {workload.description} ({len(workload):,} queries)")
@@ -165,12 +179,8 @@ def budget_show(
     config: Annotated[Path | None, typer.Option(help="Take the ledger path from this config.")] = None,
 ) -> None:
     """Show caps, spent and remaining budget, and the charges."""
-    try:
+    with _exit_codes():
         rows = _ledger(ledger, config).show(dataset)
-    except BaseException as error:
-        if isinstance(error, typer.Exit | typer.BadParameter):
-            raise
-        _fail(error)
     Console().print_json(json.dumps(rows, default=str))
 
 
@@ -184,12 +194,8 @@ def budget_set_cap(
     config: Annotated[Path | None, typer.Option(help="Take the ledger path from this config.")] = None,
 ) -> None:
     """Create or change a dataset's budget cap."""
-    try:
+    with _exit_codes():
         _ledger(ledger, config).set_cap(dataset, epsilon=epsilon, delta=delta, rho=rho)
-    except BaseException as error:
-        if isinstance(error, typer.Exit | typer.BadParameter):
-            raise
-        _fail(error)
     Console().print(f"cap of {dataset}: epsilon={epsilon}, delta={delta}" + (f", rho={rho}" if rho else ""))
 
 
@@ -214,11 +220,11 @@ def verify(manifest: Annotated[Path, typer.Argument(help="internal/<run_id>/mani
                 mismatches.append(fmt)
         if mismatches:
             raise VerificationError(f"re-run output differs for {', '.join(mismatches)}; the release is not reproduced")
-    except BaseException as error:
-        if isinstance(error, typer.Exit):
-            raise
-        if isinstance(error, FileNotFoundError | json.JSONDecodeError | KeyError):
-            error = VerificationError(f"cannot read manifest {manifest}; give internal/<run_id>/manifest.json")
+    except (typer.Exit, typer.BadParameter):
+        raise
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        _fail(VerificationError(f"cannot read manifest {manifest}; give internal/<run_id>/manifest.json"))
+    except Exception as error:  # every other error becomes an exit code with a safe message
         _fail(error)
     Console().print(f"[green]verified[/green]: {', '.join(f'{k}' for k in expected)} reproduced byte for byte")
 
@@ -230,7 +236,7 @@ def serve(
     name: Annotated[str | None, typer.Option(help="Deployment name (default: the release name).")] = None,
 ) -> None:
     """Serve a Prefect deployment that runs the release on a cron schedule (blocks; Ctrl-C stops)."""
-    try:
+    with _exit_codes():
         loaded, _ = _load(config)
         _prefect_environment()
         from flows.release import release
@@ -238,10 +244,6 @@ def serve(
         release.serve(
             name=name or loaded.name, cron=cron, parameters={"config_path": str(Path(config).resolve())}
         )
-    except BaseException as error:
-        if isinstance(error, typer.Exit | KeyboardInterrupt):
-            raise
-        _fail(error)
 
 
 def main() -> None:  # pragma: no cover - console entry point

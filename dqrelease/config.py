@@ -196,8 +196,12 @@ class SourceConfig(_Model):
 class PrivacyConfig(_Model):
     """Neighbouring relation, dataset size, target budget and accounting mode."""
 
-    neighbouring: Literal["replace-one"] = Field(
-        default="replace-one", description="Neighbouring datasets differ in one record, n is public."
+    neighbouring: Literal["replace-one", "add-remove"] = Field(
+        default="replace-one",
+        description=(
+            "'replace-one': neighbours differ in one record's values, n is public (declare it in n); "
+            "'add-remove': neighbours differ by one record, n is private (use n = 'noisy')."
+        ),
     )
     n: int | Literal["noisy"] = Field(
         description=(
@@ -222,6 +226,12 @@ class PrivacyConfig(_Model):
             raise ValueError("privacy.n must be a positive number of records or 'noisy'")
         if self.n != "noisy" and self.n_epsilon:
             raise ValueError("privacy.n_epsilon is only used with n = 'noisy'; remove it")
+        if self.n == "noisy" and self.neighbouring != "add-remove":
+            raise ValueError("n = 'noisy' means n is private: set neighbouring = 'add-remove'")
+        if self.n != "noisy" and self.neighbouring != "replace-one":
+            raise ValueError("neighbouring = 'add-remove' keeps n private: set n = 'noisy' with n_epsilon")
+        if self.n == "noisy" and self.epsilon is not None and self.n_epsilon >= self.epsilon:
+            raise ValueError("n_epsilon must be smaller than epsilon (it is part of the same budget)")
         return self
 
 

@@ -23,14 +23,12 @@ def run_mechanism(
     progress: Callable[[RoundDiagnostics], None] | None = None,
 ) -> SynthesisResult:
     """Run the mechanism the plan describes."""
-    if data.n != plan.n:
-        raise ConfigInvalidError("the planned n differs from the dataset's n; declare the right privacy.n")
     runners = {"dualquery": dualquery, "dqrs": dqrs}
     if plan.mechanism not in runners:
         raise ConfigInvalidError(f"mechanism {plan.mechanism!r} is not available in the pipeline")
     return runners[plan.mechanism](data, workload, plan.engine_config, rng=rng, progress=progress)
 
 
-def plan_other_mechanism(config: ReleaseConfig, n: int, extra_events: list) -> Any:
+def plan_other_mechanism(config: ReleaseConfig, n: int) -> Any:
     """Plan the papers' other mechanisms (FEM, sepFEM, MWEM, randomized response)."""
     raise ConfigInvalidError(f"mechanism {config.mechanism.name!r} is not available in the pipeline")

@@ -20,6 +20,7 @@ from dq_engine import (
     DualQueryConfig,
     OracleConfig,
     PrivacyEvent,
+    PureDpEvent,
     Workload,
     all_kway_marginals,
     calibrate_rounds,
@@ -34,7 +35,15 @@ from dq_engine.errors import AccountingError, DQEngineError
 from dqrelease.config import ReleaseConfig, WorkloadConfig
 from dqrelease.errors import ConfigInvalidError
 
-__all__ = ["ReleasePlan", "build_workload", "noisy_count_lower_bound", "plan_release"]
+__all__ = [
+    "ReleasePlan",
+    "build_workload",
+    "count_event",
+    "mechanism_budget",
+    "noisy_count_lower_bound",
+    "plan_release",
+    "planning_n",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,56 +133,78 @@ def _oracle(config: ReleaseConfig) -> OracleConfig:
     )
 
 
-def _plan_dual_family(config: ReleaseConfig, n: int, extra_events: list[PrivacyEvent]) -> ReleasePlan:
-    m, privacy = config.mechanism, config.privacy
-    mode = privacy.accounting
+def mechanism_budget(config: ReleaseConfig) -> tuple[float | None, float]:
+    """The (ε, δ) the mechanism itself may spend.
+
+    With a declared public ``n`` that is the whole target. With ``n = "noisy"`` the noisy count takes
+    ``n_epsilon`` and half of δ (the probability that its lower bound fails), the mechanism the rest; the
+    ledger composes the two charges by basic composition.
+    """
+    privacy = config.privacy
+    if privacy.n != "noisy":
+        return privacy.epsilon, privacy.delta
+    epsilon = None if privacy.epsilon is None else privacy.epsilon - privacy.n_epsilon
+    return epsilon, privacy.delta / 2
+
+
+def count_event(config: ReleaseConfig) -> PureDpEvent:
+    """The noisy record count's event (Laplace with sensitivity 1 under add/remove neighbours)."""
+    return PureDpEvent(epsilon=config.privacy.n_epsilon, count=1, label="noisy record count (Laplace)")
+
+
+def planning_n(config: ReleaseConfig, noisy_count: float) -> int:
+    """The ``n`` used in the sensitivity analysis after a noisy count.
+
+    Under add/remove neighbours a query answer ``c/n`` moves by at most ``1/min(n, n')`` between
+    neighbours, so the plan uses the count's lower bound minus one; it holds except with probability δ/2,
+    which is charged with the count.
+    """
+    lower = noisy_count_lower_bound(noisy_count, epsilon=config.privacy.n_epsilon, failure=config.privacy.delta / 2)
+    return max(1, lower - 1)
+
+
+def _plan_dual_family(config: ReleaseConfig, n: int) -> ReleasePlan:
+    m = config.mechanism
+    target_epsilon, delta = mechanism_budget(config)
+    mode = config.privacy.accounting
     analysis = "advanced_composition" if m.name == "dualquery" else "zcdp"
     common = {"eta": m.eta, "samples": m.samples, "n": n, "free_epsilon": m.free_epsilon}
     if m.name == "dqrs":
         common["topup_fraction"] = m.topup_fraction
 
     def total(rounds: int) -> dict[str, ComposedCost]:
-        events = [*extra_events, *mechanism_events(m.name, rounds=rounds, **common)]
+        events = mechanism_events(m.name, rounds=rounds, **common)
         return {
-            "paper": compose(events, mode="paper", delta=privacy.delta, paper_analysis=analysis),
-            "tight": compose(events, mode="tight", delta=privacy.delta),
+            "paper": compose(events, mode="paper", delta=delta, paper_analysis=analysis),
+            "tight": compose(events, mode="tight", delta=delta),
         }
 
     notes = []
     try:
         if m.rounds is not None:
             rounds = m.rounds
-            if privacy.epsilon is not None and total(rounds)[mode].epsilon > privacy.epsilon:
+            if target_epsilon is not None and total(rounds)[mode].epsilon > target_epsilon:
                 raise ConfigInvalidError(
                     f"mechanism.rounds = {rounds} costs epsilon {total(rounds)[mode].epsilon:.4g} > "
-                    f"privacy.epsilon = {privacy.epsilon} ({mode} accounting); lower rounds or omit it"
+                    f"the mechanism's budget {target_epsilon:.4g} ({mode} accounting); lower rounds or omit it"
                 )
         else:
-            budget = privacy.epsilon - sum(getattr(e, "epsilon", 0.0) * e.count for e in extra_events)
             rounds = calibrate_rounds(
-                m.name, epsilon=budget, delta=privacy.delta, eta=m.eta, samples=m.samples, n=n, mode=mode,
+                m.name, epsilon=target_epsilon, delta=delta, eta=m.eta, samples=m.samples, n=n, mode=mode,
                 topup_fraction=m.topup_fraction, free_epsilon=m.free_epsilon,
             )
-            # the extra events compose with the mechanism; shrink T until the whole plan fits
-            while rounds > 2 and total(rounds)[mode].epsilon > privacy.epsilon:
-                rounds -= 1
-            notes.append(f"T = {rounds} is the largest number of rounds within epsilon = {privacy.epsilon}")
+            notes.append(f"T = {rounds} is the largest number of rounds within epsilon = {target_epsilon:.4g}")
     except AccountingError as error:
         raise ConfigInvalidError(f"privacy: {error}") from None
     costs = total(rounds)
-    if privacy.epsilon is not None and costs[mode].epsilon > privacy.epsilon:
-        raise ConfigInvalidError(
-            f"the plan costs epsilon {costs[mode].epsilon:.4g} > privacy.epsilon = {privacy.epsilon}; "
-            "raise epsilon or lower eta / samples"
-        )
     shared = {
-        "eta": m.eta, "samples": m.samples, "rounds": rounds, "delta": privacy.delta,
+        "eta": m.eta, "samples": m.samples, "rounds": rounds, "delta": delta,
         "free_policy": m.free_policy, "free_epsilon": m.free_epsilon, "oracle": _oracle(config),
     }
     engine_config = DQRSConfig(topup_fraction=m.topup_fraction, **shared) if m.name == "dqrs" else DualQueryConfig(
         **shared
     )
-    events = (*extra_events, *mechanism_events(m.name, rounds=rounds, **common))
+    events = tuple(mechanism_events(m.name, rounds=rounds, **common))
     parameters = {k: v for k, v in shared.items() if k != "oracle"}
     parameters["oracle"] = {
         k: getattr(engine_config.oracle, k)
@@ -188,20 +219,18 @@ def _plan_dual_family(config: ReleaseConfig, n: int, extra_events: list[PrivacyE
     )
 
 
-def plan_release(config: ReleaseConfig, *, n: int, extra_events: list[PrivacyEvent] | None = None) -> ReleasePlan:
-    """Plan the mechanism run for ``n`` records.
+def plan_release(config: ReleaseConfig, *, n: int) -> ReleasePlan:
+    """Plan the mechanism run for ``n`` records within :func:`mechanism_budget`.
 
     Args:
         config: The validated release config.
-        n: Public number of records (declared, or the noisy count's lower bound).
-        extra_events: Events already spent by this run before the mechanism (the noisy count).
+        n: Public number of records (declared, or :func:`planning_n` of a noisy count).
 
     Raises:
         ConfigInvalidError: If the parameters cannot meet the target or are inconsistent.
     """
-    extra = list(extra_events or [])
     if config.mechanism.name in ("dualquery", "dqrs"):
-        return _plan_dual_family(config, n, extra)
+        return _plan_dual_family(config, n)
     from dqrelease.mechanisms import plan_other_mechanism
 
-    return plan_other_mechanism(config, n, extra)
+    return plan_other_mechanism(config, n)

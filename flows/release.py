@@ -27,7 +27,7 @@ from tasks.outputs import (
     write_manifests,
 )
 from tasks.prepare import discretize_raw, ingest_raw, load_release_config, validate_raw
-from tasks.privacy import charge_budget, plan_privacy
+from tasks.privacy import charge_budget, count_records, plan_privacy, workload_from_config
 from tasks.synthesize import synthesize
 
 
@@ -52,7 +52,9 @@ def release(
         Public summary: run id, directories, output hashes, privacy cost charged.
     """
     config, schema = load_release_config(config_path)
-    plan, workload = plan_privacy(config, schema)
+    workload = workload_from_config(config, schema)
+    declared_n = config.privacy.n != "noisy"
+    plan = plan_privacy(config, int(config.privacy.n)) if declared_n else None
     run = new_run(config, output=Path(output_directory) if output_directory else None)
     try:
         used_seed = seed if seed is not None else run_seed(config)
@@ -61,13 +63,19 @@ def release(
         rows = ingest_raw(config, schema, run)
         validate_raw(config, schema, run, rows)
         data = discretize_raw(schema, run)
-        receipt = charge_budget(config, plan, run) if charge else None
+        receipts = []
+        if plan is None:  # n is private: charge and release a noisy count, then plan with its lower bound
+            count_receipt, n_plan = count_records(config, data, run, rng)
+            receipts.append(count_receipt)
+            plan = plan_privacy(config, n_plan)
+        if charge:
+            receipts.append(charge_budget(config, plan, run))
         result = synthesize(plan, data, workload, rng)
-        codes, frame = decode_synthetic(config, schema, result, rng)
+        codes, frame = decode_synthetic(config, schema, result, plan, rng)
         check_synthetic(config, schema, frame)
         outputs = stage_outputs(config, frame, run)
-        error_report(config, data, workload, result, codes, run, rng)
-        write_manifests(config, str(Path(config_path).resolve()), plan, receipt, outputs, len(frame), seed_file, run)
+        error_report(config, data, workload, result, plan, codes, run, rng)
+        write_manifests(config, str(Path(config_path).resolve()), plan, receipts, outputs, len(frame), seed_file, run)
         paths = publish_release(run)
     except BaseException:
         run.abandon()

@@ -25,10 +25,13 @@ from tasks.common import TASK_OPTIONS
 
 @task(name="decode", **TASK_OPTIONS)
 def decode_synthetic(
-    config: ReleaseConfig, schema: Schema, result: SynthesisResult, rng: np.random.Generator
+    config: ReleaseConfig, schema: Schema, result: SynthesisResult, plan: ReleasePlan, rng: np.random.Generator
 ) -> tuple[np.ndarray, pd.DataFrame]:
-    """Expand the synthetic records to the requested rows and decode them to the original columns."""
-    rows = config.output.rows or result.n
+    """Expand the synthetic records to the requested rows and decode them to the original columns.
+
+    The default row count is the public ``n`` (the planning ``n`` when ``n`` is a noisy count).
+    """
+    rows = config.output.rows or plan.n
     codes = result.sample_rows(rows, rng)
     return codes, decode_records(codes, schema, numeric_values=config.output.numeric_values, rng=rng)
 
@@ -54,13 +57,14 @@ def error_report(
     data: Dataset,
     workload: Workload,
     result: SynthesisResult,
+    plan: ReleasePlan,
     published_codes: np.ndarray,
     run: RunContext,
     rng: np.random.Generator,
 ) -> dict[str, Any]:
     """Write the INTERNAL error report (JSON, Markdown, HTML) and a Prefect summary artifact."""
     report = build_error_report(
-        data=data, workload=workload, result=result, published_codes=published_codes, rng=rng,
+        data=data, workload=workload, result=result, costs=plan.costs, published_codes=published_codes, rng=rng,
         release_name=config.name, run_id=run.run_id,
     )
     write_error_report(report, run.staging_internal)
@@ -84,7 +88,7 @@ def write_manifests(
     config: ReleaseConfig,
     config_path: str,
     plan: ReleasePlan,
-    charge: dict[str, Any] | None,
+    charges: list[dict[str, Any]],
     outputs: dict[str, dict[str, str]],
     rows: int,
     seed_file: str | None,
@@ -93,7 +97,7 @@ def write_manifests(
     """Write the internal audit manifest and the public release.json."""
     common = {
         "config": config, "config_path": config_path, "run_id": run.run_id, "started": run.started,
-        "finished": datetime.now(UTC).isoformat(), "plan": plan.as_dict(), "charge": charge,
+        "finished": datetime.now(UTC).isoformat(), "plan": plan.as_dict(), "charges": charges,
         "outputs": outputs, "rows": rows, "seed_file": seed_file,
     }
     write_json(build_manifest(**common, public=False), run.staging_internal / "manifest.json")

@@ -4,47 +4,69 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from prefect import get_run_logger, task
 
-from dq_engine import Workload
+from dq_engine import Dataset, Workload
 from dqrelease.config import ReleaseConfig, Schema, config_hash
 from dqrelease.discretize import domain_from_schema
 from dqrelease.ledger import Ledger
-from dqrelease.plan import ReleasePlan, build_workload, plan_release
+from dqrelease.plan import ReleasePlan, build_workload, count_event, plan_release, planning_n
 from dqrelease.runs import RunContext
 from tasks.common import TASK_OPTIONS
 
 
-@task(name="plan-privacy", **TASK_OPTIONS)
-def plan_privacy(config: ReleaseConfig, schema: Schema) -> tuple[ReleasePlan, Workload]:
-    """Build the public workload and the privacy plan from public quantities only."""
-    workload = build_workload(config.workload, domain_from_schema(schema))
-    plan = plan_release(config, n=int(config.privacy.n))
-    get_run_logger().info(
-        "plan: %s, %s accounting, epsilon=%.4g delta=%.3g, parameters=%s",
-        plan.mechanism, plan.mode, plan.charged.epsilon, plan.charged.delta, plan.parameters,
-    )
-    return plan, workload
-
-
-@task(name="charge-budget", **TASK_OPTIONS)
-def charge_budget(config: ReleaseConfig, plan: ReleasePlan, run: RunContext) -> dict[str, Any]:
-    """Commit the plan's cost to the ledger (refused if it would exceed the dataset's cap)."""
+def _ledger(config: ReleaseConfig) -> Ledger:
     ledger = Ledger(config.ledger.path)
     if config.ledger.initial_cap_epsilon is not None:
         ledger.ensure_cap(
             config.ledger.dataset_id, epsilon=config.ledger.initial_cap_epsilon, delta=config.ledger.initial_cap_delta
         )
+    return ledger
+
+
+@task(name="build-workload", **TASK_OPTIONS)
+def workload_from_config(config: ReleaseConfig, schema: Schema) -> Workload:
+    """The public workload (its generator is seeded with the public workload seed)."""
+    return build_workload(config.workload, domain_from_schema(schema))
+
+
+@task(name="plan-privacy", **TASK_OPTIONS)
+def plan_privacy(config: ReleaseConfig, n: int) -> ReleasePlan:
+    """Fix the mechanism's parameters and privacy cost from public quantities only."""
+    plan = plan_release(config, n=n)
+    get_run_logger().info(
+        "plan: %s, %s accounting, epsilon=%.4g delta=%.3g, rounds=%s",
+        plan.mechanism, plan.mode, plan.charged.epsilon, plan.charged.delta, plan.parameters.get("rounds"),
+    )
+    return plan
+
+
+@task(name="charge-budget", **TASK_OPTIONS)
+def charge_budget(config: ReleaseConfig, plan: ReleasePlan, run: RunContext) -> dict[str, Any]:
+    """Commit the plan's cost to the ledger (refused if it would exceed the dataset's cap)."""
     cost = plan.charged
-    receipt = ledger.charge(
-        config.ledger.dataset_id,
-        epsilon=cost.epsilon,
-        delta=cost.delta,
-        rho=cost.rho,
-        mode=plan.mode,
-        mechanism=plan.mechanism,
-        config_hash=config_hash(config),
-        run_id=run.run_id,
+    receipt = _ledger(config).charge(
+        config.ledger.dataset_id, epsilon=cost.epsilon, delta=cost.delta, rho=cost.rho, mode=plan.mode,
+        mechanism=plan.mechanism, config_hash=config_hash(config), run_id=run.run_id,
         note=f"{plan.mechanism} release {config.name}",
     )
     return receipt.as_dict()
+
+
+@task(name="noisy-count", **TASK_OPTIONS)
+def count_records(
+    config: ReleaseConfig, data: Dataset, run: RunContext, rng: np.random.Generator
+) -> tuple[dict[str, Any], int]:
+    """Charge, then release a Laplace-noised record count; return the receipt and the planning ``n``.
+
+    The charge is ``n_epsilon`` plus δ/2 (the probability that the count's lower bound fails).
+    """
+    event = count_event(config)
+    receipt = _ledger(config).charge(
+        config.ledger.dataset_id, epsilon=event.epsilon, delta=config.privacy.delta / 2, rho=None,
+        mode=config.privacy.accounting, mechanism="laplace-count", config_hash=config_hash(config),
+        run_id=run.run_id, note=f"noisy record count for release {config.name}",
+    )
+    noisy = data.n + rng.laplace(0.0, 1.0 / event.epsilon)
+    return receipt.as_dict(), planning_n(config, noisy)

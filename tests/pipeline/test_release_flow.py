@@ -277,3 +277,27 @@ def test_failure_after_the_charge_publishes_nothing_and_keeps_the_charge(workspa
     assert _published(workspace) == []
     assert _no_staging_left(workspace)
     assert _charges(workspace) == 1
+
+
+def test_private_n_is_estimated_with_a_charged_noisy_count(workspace: Path):
+    text = _config_text(workspace, n='"noisy"\nneighbouring = "add-remove"\nn_epsilon = 0.1')
+    (workspace / "release.toml").write_text(text)
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.OK, result.output
+    [entry] = Ledger(workspace / "ledger.duckdb").show("adult-slice")
+    mechanisms = [c["mechanism"] for c in entry["charges"]]
+    assert mechanisms == ["laplace-count", "dualquery"]
+    assert sum(c["epsilon"] for c in entry["charges"]) <= 1.0 + 1e-12
+    assert sum(c["delta"] for c in entry["charges"]) <= 1e-6 * (1 + 1e-12)
+    [release] = _published(workspace)
+    manifest = json.loads((workspace / "out" / "internal" / release.name / "manifest.json").read_text())
+    assert len(manifest["ledger_charges"]) == 2
+    assert manifest["privacy"]["n"] < SLICE_ROWS  # the plan uses the count's lower bound
+
+
+def test_plan_explains_a_private_n(workspace: Path):
+    text = _config_text(workspace, n='"noisy"\nneighbouring = "add-remove"\nn_epsilon = 0.1')
+    (workspace / "release.toml").write_text(text)
+    result = _run("plan", str(workspace / "release.toml"))
+    assert result.exit_code == ExitCode.OK, result.output
+    assert "n is private" in result.output
