@@ -5,13 +5,15 @@ Steps (``--step``; ``all`` runs them in order):
 1. ``capture``: run DualQuery's round loop on Adult (64 random 3-way marginals; 500,000 random 3-way queries)
    and KDD99 (2,000,000 random 3-way queries) for s in {300, 1000, 1750, 5000} (and 20,000 on the random-query
    workloads, for model-building and presolve times), with T calibrated to ε = 1, δ = 1/n² (tight), and save
-   the best-response problems of rounds 2, T/2 and T under ``bench/results/instances``.
+   the best-response problems of rounds 2, T/2 and T under ``bench/results/instances``; BMS-WebView-2 (3,340
+   binary items, 500,000 random 3-way queries, s in {1000, 5000}) for the batch moves of the local search.
+   Only missing (dataset, workload, s) combinations are captured.
 2. ``study``: solve every instance with each configuration of each experiment; one row per
    (experiment, configuration, instance, repetition) goes to ``<out stem>_rows.jsonl`` (resumable: rows
    already there are skipped).
 3. ``summary``: aggregate the rows into ``<out>`` (JSON), ``<out stem>.csv`` (every row) and two plots.
 
-Usage (one command, about 75 minutes on 2 cores)::
+Usage (one command, about 80 minutes on 2 cores)::
 
     .venv/bin/python bench/oracle_encodings.py --out bench/results/oracle_study.json
 
