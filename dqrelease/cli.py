@@ -84,12 +84,14 @@ def _load(config: Path):
     return loaded, load_schema(loaded.schema_file)
 
 
-def _run_release(config: Path, *, seed: int | None, output: str | None, charge: bool, quiet: bool) -> dict:
+def _run_release(
+    config: Path, *, seed: int | None, output: str | None, charge: bool, quiet: bool, dask: str | None = None
+) -> dict:
     _prefect_environment()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from dqrelease import progress
-    from flows.release import release
+    from flows.release import run_release
 
     bar = Progress(TextColumn("synthesizing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[status]}"), console=console, disable=quiet)
@@ -103,7 +105,7 @@ def _run_release(config: Path, *, seed: int | None, output: str | None, charge: 
     progress.set_sink(sink)
     try:
         with bar:
-            return release(str(config), seed=seed, output_directory=output, charge=charge)
+            return run_release(str(config), seed=seed, output_directory=output, charge=charge, dask_address=dask)
     finally:
         progress.clear_sink()
 
@@ -112,10 +114,14 @@ def _run_release(config: Path, *, seed: int | None, output: str | None, charge: 
 def run(
     config: Annotated[Path, typer.Argument(help="Release config (TOML).")],
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    dask: Annotated[
+        str | None,
+        typer.Option(help="Dask scheduler (tcp://host:8786), or 'local' / 'local:N' for N local worker processes."),
+    ] = None,
 ) -> None:
     """Run a release: ingest, validate, charge the budget, synthesize, publish."""
     with _exit_codes():
-        summary = _run_release(config, seed=None, output=None, charge=True, quiet=quiet)
+        summary = _run_release(config, seed=None, output=None, charge=True, quiet=quiet, dask=dask)
     out = Console()
     out.print(f"[green]release {summary['run_id']} published[/green]")
     out.print(f"  synthetic table: {summary['release']}  ({', '.join(summary['outputs'])})")

@@ -21,12 +21,26 @@ def run_mechanism(
     *,
     rng: np.random.Generator,
     progress: Callable[[RoundDiagnostics], None] | None = None,
+    true_answers: np.ndarray | None = None,
+    dask_address: str | None = None,
 ) -> SynthesisResult:
-    """Run the mechanism the plan describes."""
+    """Run the mechanism the plan describes.
+
+    Args:
+        plan: The release plan.
+        data: Private dataset.
+        workload: The workload.
+        rng: The mechanism's generator.
+        progress: Per-round callback (public diagnostics only are forwarded to the UI).
+        true_answers: Exact answers already computed (partitioned on a cluster), or None.
+        dask_address: Scheduler address for mechanisms with parallel inner work (FEM's oracle calls).
+    """
     runners = {"dualquery": dualquery, "dqrs": dqrs}
     if plan.mechanism not in runners:
         raise ConfigInvalidError(f"mechanism {plan.mechanism!r} is not available in the pipeline")
-    return runners[plan.mechanism](data, workload, plan.engine_config, rng=rng, progress=progress)
+    return runners[plan.mechanism](
+        data, workload, plan.engine_config, rng=rng, progress=progress, true_answers=true_answers
+    )
 
 
 def plan_other_mechanism(config: ReleaseConfig, n: int) -> Any:

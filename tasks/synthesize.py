@@ -1,7 +1,7 @@
-"""The mechanism task: runs dq_engine with per-round progress (Prefect artifact + CLI sink).
+"""The mechanism task (per-round progress: Prefect artifact + CLI sink) and partitioned exact answering.
 
-It runs uncached and unpersisted (see :mod:`tasks.common`): a replayed mechanism output would be a fresh
-draw the ledger never saw.
+Both run uncached and unpersisted (see :mod:`tasks.common`): a replayed mechanism output would be a fresh
+draw the ledger never saw, and answers on the private data must never be stored.
 """
 
 from __future__ import annotations
@@ -10,15 +10,28 @@ import numpy as np
 from prefect import get_run_logger, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
-from dq_engine import Dataset, RoundDiagnostics, SynthesisResult, Workload
+from dq_engine import Dataset, RoundDiagnostics, SynthesisResult, Workload, answer_workload
 from dqrelease import progress
 from dqrelease.mechanisms import run_mechanism
 from dqrelease.plan import ReleasePlan
 from tasks.common import TASK_OPTIONS
 
 
+@task(name="answer-partition", **TASK_OPTIONS)
+def answer_partition(data: Dataset, workload: Workload) -> np.ndarray:
+    """Exact answers of one partition of the workload (a block of marginals) on the private data."""
+    return answer_workload(data, workload)
+
+
 @task(name="synthesize", **TASK_OPTIONS)
-def synthesize(plan: ReleasePlan, data: Dataset, workload: Workload, rng: np.random.Generator) -> SynthesisResult:
+def synthesize(
+    plan: ReleasePlan,
+    data: Dataset,
+    workload: Workload,
+    rng: np.random.Generator,
+    true_answers: np.ndarray | None = None,
+    dask_address: str | None = None,
+) -> SynthesisResult:
     """Run the planned mechanism on the private data."""
     logger = get_run_logger()
     total = int(plan.parameters.get("rounds", 1))
@@ -35,4 +48,6 @@ def synthesize(plan: ReleasePlan, data: Dataset, workload: Workload, rng: np.ran
                 diagnostics.status, diagnostics.round_seconds,
             )
 
-    return run_mechanism(plan, data, workload, rng=rng, progress=on_round)
+    return run_mechanism(
+        plan, data, workload, rng=rng, progress=on_round, true_answers=true_answers, dask_address=dask_address
+    )

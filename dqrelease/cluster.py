@@ -1,0 +1,84 @@
+"""Running the embarrassingly parallel parts of a release on a Dask cluster (via prefect-dask).
+
+``run.dask_address`` (or ``dqrelease run --dask ADDRESS``) is either the address of an existing Dask
+scheduler (``tcp://scheduler:8786``) or ``local`` / ``local:N`` for a cluster of ``N`` (default 2) worker
+processes on this machine. What runs there: answering the workload on the private data (partitioned by
+marginal), the mechanism (several releases fan out in parallel in ``release_many``) and FEM's independent
+oracle calls of a round. Results are identical to a single-machine run with the same seed.
+
+Dask workers report task states and artifacts to the same Prefect API as the flow. With Prefect's default
+ephemeral server, this module starts that server itself and exports ``PREFECT_API_URL`` so the local
+workers it spawns inherit it; a remote cluster needs a Prefect server both sides can reach (set
+``PREFECT_API_URL`` on the flow's machine and on the workers).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
+from dqrelease.errors import ConfigInvalidError
+
+__all__ = ["dask_scheduler", "local_worker_count"]
+
+DEFAULT_LOCAL_WORKERS = 2
+
+
+def local_worker_count(address: str) -> int | None:
+    """``N`` for ``local`` / ``local:N``, None for a scheduler address."""
+    if address == "local":
+        return DEFAULT_LOCAL_WORKERS
+    if address.startswith("local:"):
+        count = address.removeprefix("local:")
+        if not count.isdigit() or int(count) < 1:
+            raise ConfigInvalidError(f"dask address {address!r}: use local:N with N >= 1 workers")
+        return int(count)
+    if "://" not in address:
+        raise ConfigInvalidError(f"dask address {address!r} must be 'local', 'local:N' or a URL like tcp://host:8786")
+    return None
+
+
+@contextmanager
+def _shared_prefect_api() -> Iterator[None]:
+    """Make sure locally spawned workers talk to the same Prefect API as this process."""
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value():
+        previous = os.environ.get("PREFECT_API_URL")
+        os.environ["PREFECT_API_URL"] = PREFECT_API_URL.value()
+        try:
+            yield
+        finally:
+            if previous is None:
+                os.environ.pop("PREFECT_API_URL", None)
+            else:
+                os.environ["PREFECT_API_URL"] = previous
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    server.start(timeout=90)
+    os.environ["PREFECT_API_URL"] = server.api_url
+    try:
+        yield
+    finally:
+        os.environ.pop("PREFECT_API_URL", None)
+        server.stop()
+
+
+@contextmanager
+def dask_scheduler(address: str) -> Iterator[str]:
+    """Yield a scheduler address: the given one, or that of a local cluster started (and stopped) here."""
+    workers = local_worker_count(address)
+    with ExitStack() as stack:
+        if workers is None:
+            yield address
+            return
+        from distributed import LocalCluster
+
+        stack.enter_context(_shared_prefect_api())
+        cluster = stack.enter_context(
+            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        )
+        yield cluster.scheduler_address

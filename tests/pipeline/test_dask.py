@@ -1,0 +1,68 @@
+"""Releases on a local 2-worker Dask cluster (prefect-dask) give the same bytes as on one machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prefect_dask import DaskTaskRunner
+
+from dqrelease.cluster import dask_scheduler, local_worker_count
+from dqrelease.errors import ConfigInvalidError
+from dqrelease.ledger import Ledger
+from flows.release import release, release_many, run_release
+from tests.pipeline.test_release_flow import SLICE_ROWS, _config_text
+
+ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
+
+pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
+
+
+@pytest.fixture()
+def workspace(tmp_path: Path) -> Path:
+    lines = (ADULT / "data" / "adult.data").read_text().splitlines()[:SLICE_ROWS]
+    (tmp_path / "adult-slice.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "release.toml").write_text(_config_text(tmp_path, rounds="rounds = 6"))
+    return tmp_path
+
+
+def test_dask_release_reproduces_the_single_machine_bytes(workspace: Path):
+    config = str(workspace / "release.toml")
+    alone = release(config, output_directory=str(workspace / "alone"))
+    on_dask = run_release(config, dask_address="local:2", output_directory=str(workspace / "dask"))
+    assert on_dask["outputs"]["parquet"]["sha256"] == alone["outputs"]["parquet"]["sha256"]
+    assert on_dask["outputs"]["csv"]["sha256"] == alone["outputs"]["csv"]["sha256"]
+    assert on_dask["outputs"]["duckdb"]["content_sha256"] == alone["outputs"]["duckdb"]["content_sha256"]
+    [entry] = Ledger(workspace / "ledger.duckdb").show("adult-slice")
+    assert len(entry["charges"]) == 2
+
+
+def test_release_many_fans_out_one_ledger_entry_per_release(workspace: Path):
+    configs = []
+    for name in ("men", "women"):
+        text = _config_text(workspace, rounds="rounds = 5")
+        text = text.replace('dataset_id = "adult-slice"', f'dataset_id = "{name}"')
+        text = text.replace('name = "adult-test"', f'name = "adult-{name}"')
+        path = workspace / f"{name}.toml"
+        path.write_text(text)
+        configs.append(str(path))
+    with dask_scheduler("local:2") as scheduler:
+        summaries = release_many.with_options(task_runner=DaskTaskRunner(address=scheduler))(
+            configs, dask_address=scheduler
+        )
+    assert [s["run_id"].split("-2")[0] for s in summaries] == ["adult-men", "adult-women"]
+    ledger = Ledger(workspace / "ledger.duckdb")
+    for name in ("men", "women"):
+        [entry] = ledger.show(name)
+        assert len(entry["charges"]) == 1
+    for summary in summaries:
+        assert (Path(summary["release"]) / "synthetic.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [("local:0", "local:N with N >= 1"), ("scheduler:8786", "must be 'local', 'local:N' or a URL")],
+)
+def test_bad_dask_address_is_a_config_error(address: str, message: str):
+    with pytest.raises(ConfigInvalidError, match=message):
+        local_worker_count(address)
