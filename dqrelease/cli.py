@@ -35,6 +35,8 @@ def _options(
 ) -> None:
     """Differentially private synthetic data releases."""
     _state["debug"] = debug
+    if debug:
+        os.environ["DQRELEASE_DEBUG"] = "1"
 
 PREFECT_DEFAULTS = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",

@@ -11,6 +11,7 @@ __all__ = [
     "BudgetRefusedError",
     "ConfigInvalidError",
     "ExitCode",
+    "InternalError",
     "LedgerError",
     "LedgerLockedError",
     "ReleaseError",
@@ -72,3 +73,7 @@ class LedgerError(ReleaseError):
 
 class LedgerLockedError(LedgerError):
     """Another process (or thread) kept the ledger file locked for longer than the lock timeout."""
+
+
+class InternalError(ReleaseError):
+    """An unexpected failure inside a task that touches private data (details hidden unless debugging)."""

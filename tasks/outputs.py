@@ -20,10 +20,11 @@ from dqrelease.report import INTERNAL_BANNER, build_error_report, write_error_re
 from dqrelease.runs import RunContext
 from dqrelease.warehouse import connect
 from expectations.validate import validate_synthetic
-from tasks.common import TASK_OPTIONS
+from tasks.common import TASK_OPTIONS, private_errors
 
 
 @task(name="decode", **TASK_OPTIONS)
+@private_errors
 def decode_synthetic(
     config: ReleaseConfig, schema: Schema, result: SynthesisResult, plan: ReleasePlan, rng: np.random.Generator
 ) -> tuple[np.ndarray, pd.DataFrame]:
@@ -37,6 +38,7 @@ def decode_synthetic(
 
 
 @task(name="validate-synthetic", **TASK_OPTIONS)
+@private_errors
 def check_synthetic(config: ReleaseConfig, schema: Schema, frame: pd.DataFrame) -> None:
     """Validate the synthetic table with the schema's suite."""
     with connect(None) as con:
@@ -46,12 +48,14 @@ def check_synthetic(config: ReleaseConfig, schema: Schema, frame: pd.DataFrame) 
 
 
 @task(name="stage-outputs", **TASK_OPTIONS)
+@private_errors
 def stage_outputs(config: ReleaseConfig, frame: pd.DataFrame, run: RunContext) -> dict[str, dict[str, str]]:
     """Write the synthetic table into the staging directory in every requested format."""
     return write_outputs(frame, run.staging_release, list(config.output.formats))
 
 
 @task(name="error-report", **TASK_OPTIONS)
+@private_errors
 def error_report(
     config: ReleaseConfig,
     data: Dataset,

@@ -14,7 +14,7 @@ from dqrelease.ingest import ingest_source
 from dqrelease.runs import RunContext
 from dqrelease.warehouse import connect
 from expectations.validate import validate_table
-from tasks.common import TASK_OPTIONS
+from tasks.common import TASK_OPTIONS, private_errors
 
 RAW_TABLE = "raw"
 
@@ -27,6 +27,7 @@ def load_release_config(config_path: str) -> tuple[ReleaseConfig, Schema]:
 
 
 @task(name="ingest", **TASK_OPTIONS)
+@private_errors
 def ingest_raw(config: ReleaseConfig, schema: Schema, run: RunContext) -> int:
     """Load the raw table into the working DuckDB file; return its row count."""
     with connect(run.database) as con:
@@ -34,6 +35,7 @@ def ingest_raw(config: ReleaseConfig, schema: Schema, run: RunContext) -> int:
 
 
 @task(name="validate-raw", **TASK_OPTIONS)
+@private_errors
 def validate_raw(config: ReleaseConfig, schema: Schema, run: RunContext, rows: int) -> None:
     """Run the schema's expectation suite on the raw table; check the declared public n."""
     with connect(run.database) as con:
@@ -48,6 +50,7 @@ def validate_raw(config: ReleaseConfig, schema: Schema, run: RunContext, rows: i
 
 
 @task(name="discretize", **TASK_OPTIONS)
+@private_errors
 def discretize_raw(schema: Schema, run: RunContext) -> Dataset:
     """Discretize the raw table in SQL and load the codes (validated one value per block)."""
     with connect(run.database) as con:

@@ -13,7 +13,7 @@ from dqrelease.discretize import domain_from_schema
 from dqrelease.ledger import Ledger
 from dqrelease.plan import ReleasePlan, build_workload, count_event, plan_release, planning_n
 from dqrelease.runs import RunContext
-from tasks.common import TASK_OPTIONS
+from tasks.common import TASK_OPTIONS, private_errors
 
 
 def _ledger(config: ReleaseConfig) -> Ledger:
@@ -43,6 +43,7 @@ def plan_privacy(config: ReleaseConfig, n: int) -> ReleasePlan:
 
 
 @task(name="charge-budget", **TASK_OPTIONS)
+@private_errors
 def charge_budget(config: ReleaseConfig, plan: ReleasePlan, run: RunContext) -> dict[str, Any]:
     """Commit the plan's cost to the ledger (refused if it would exceed the dataset's cap)."""
     cost = plan.charged
@@ -55,6 +56,7 @@ def charge_budget(config: ReleaseConfig, plan: ReleasePlan, run: RunContext) -> 
 
 
 @task(name="noisy-count", **TASK_OPTIONS)
+@private_errors
 def count_records(
     config: ReleaseConfig, data: Dataset, run: RunContext, rng: np.random.Generator
 ) -> tuple[dict[str, Any], int]:

@@ -14,16 +14,18 @@ from dq_engine import Dataset, RoundDiagnostics, SynthesisResult, Workload, answ
 from dqrelease import progress
 from dqrelease.mechanisms import run_mechanism
 from dqrelease.plan import ReleasePlan
-from tasks.common import TASK_OPTIONS
+from tasks.common import TASK_OPTIONS, private_errors
 
 
 @task(name="answer-partition", **TASK_OPTIONS)
+@private_errors
 def answer_partition(data: Dataset, workload: Workload) -> np.ndarray:
     """Exact answers of one partition of the workload (a block of marginals) on the private data."""
     return answer_workload(data, workload)
 
 
 @task(name="synthesize", **TASK_OPTIONS)
+@private_errors
 def synthesize(
     plan: ReleasePlan,
     data: Dataset,

@@ -301,3 +301,17 @@ def test_plan_explains_a_private_n(workspace: Path):
     result = _run("plan", str(workspace / "release.toml"))
     assert result.exit_code == ExitCode.OK, result.output
     assert "n is private" in result.output
+
+
+def test_unexpected_error_on_private_data_hides_its_message(workspace: Path, monkeypatch):
+    import tasks.prepare
+
+    def leaky(*args, **kwargs):
+        raise ValueError("could not convert 'Moonlighting-Zebra' to float")
+
+    monkeypatch.setattr(tasks.prepare, "discretize", leaky)
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.INTERNAL_ERROR
+    assert "ValueError" in result.output and "--debug" in result.output
+    assert "Moonlighting-Zebra" not in result.output
+    assert _charges(workspace) == 0
