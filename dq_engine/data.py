@@ -22,6 +22,7 @@ import scipy.sparse as sp
 
 from dq_engine.domain import Domain
 from dq_engine.errors import DomainError
+from dq_engine.rows import unique_rows
 
 __all__ = ["Dataset"]
 
@@ -74,7 +75,8 @@ class Dataset:
                     "fix the discretization or the schema's value set"
                 )
         compact = np.ascontiguousarray(codes.astype(_code_dtype(domain)))
-        distinct, counts = np.unique(compact, axis=0, return_counts=True)
+        # same rows, order and counts as numpy.unique(compact, axis=0), through packed keys (dq_engine.rows)
+        distinct, counts = unique_rows(compact, domain.sizes, return_counts=True)
         return cls(domain=domain, n=int(codes.shape[0]), codes=distinct, counts=counts.astype(np.int64))
 
     @classmethod

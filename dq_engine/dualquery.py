@@ -125,21 +125,30 @@ class RoundLoop:
         self.synthetic_sum = np.zeros(len(workload), dtype=np.float64)
         self.diagnostics: list[RoundDiagnostics] = []
 
-    def play(self, t: int, samples: SampledQueries, extra: dict[str, float] | None = None) -> np.ndarray:
-        """Best-respond to ``samples``, fill free attributes, update ``Q``; return the record's codes."""
+    def play(
+        self, t: int, samples: SampledQueries, extra: dict[str, float] | None = None, *, sample_seconds: float = 0.0
+    ) -> np.ndarray:
+        """Best-respond to ``samples``, fill free attributes, update ``Q``; return the record's codes.
+
+        ``sample_seconds`` (how long the caller took to draw ``samples``) is only recorded in the diagnostics.
+        """
         began = time.perf_counter()
         problem = problem_from_samples(self.workload, samples)
         previous = self.records[-1] if self.records else None
+        oracle_began = time.perf_counter()
         response = best_response(problem, self.config.oracle, self.rng, previous=previous)
+        oracle_seconds = time.perf_counter() - oracle_began
         domain = self.data.domain
         touched = np.zeros(len(domain), dtype=bool)
         touched[problem.touched_attributes] = True
         free = np.nonzero(~touched)[0]
         codes = self.filler.fill(response.codes, free, self.rng)
+        update_began = time.perf_counter()
         record_bits = domain.encode_records(codes[None, :])[0]
         on_record = self.workload.evaluate_record(record_bits)
         self.last_payoff = self.true_answers - on_record
         self.distribution.update(self.last_payoff)
+        update_seconds = time.perf_counter() - update_began
         self.records.append(codes)
         self.synthetic_sum += on_record
         internal = {}
@@ -162,6 +171,9 @@ class RoundLoop:
             local_seconds=response.local_seconds,
             round_seconds=time.perf_counter() - began,
             free_attributes=len(free),
+            sample_seconds=sample_seconds,
+            oracle_seconds=oracle_seconds,
+            update_seconds=update_seconds,
             extra=extra or {},
             **internal,
         )
@@ -194,8 +206,9 @@ def dualquery(
     """
     loop = RoundLoop(data, workload, config, rng, true_answers)
     for t in range(1, config.rounds + 1):
+        began = time.perf_counter()
         samples = loop.distribution.sample(config.samples, rng)
-        loop.play(t, samples)
+        loop.play(t, samples, sample_seconds=time.perf_counter() - began)
         if progress is not None:
             progress(loop.diagnostics[-1])
     events = [*free_attribute_events(config), *dualquery_events(config.eta, config.samples, config.rounds, data.n)]

@@ -114,11 +114,23 @@ class QueryDistribution:
         return positive / total, negative / total
 
     def entropy(self) -> float:
-        """Shannon entropy (nats) of the distribution over the ``2N`` queries."""
-        positive, negative = self.probabilities()
-        p = np.concatenate([positive, negative])
-        p = p[p > 0]
-        return float(-(p * np.log(p)).sum())
+        r"""Shannon entropy (nats) of the distribution over the ``2N`` queries.
+
+        With ``p_i^± = e^{±L_i - c} / Z`` (``c = max|L|``), ``log p_i^± = ±L_i - c - log Z``, so
+        ``H = c + log Z - Σ_i L_i (p_i^+ - p_i^-)``: two exponentials over ``N`` in the scratch buffers, no
+        ``2N`` concatenation and no logarithm per query (at N = 2,000,000: 99 ms before, see
+        docs/benchmarks.md "Profiles"). Underflowed probabilities contribute 0, as in the direct sum.
+        """
+        shift = float(np.abs(self.log_weight).max())
+        positive, negative = self._scratch
+        np.subtract(self.log_weight, shift, out=positive)
+        np.exp(positive, out=positive)
+        np.negative(self.log_weight, out=negative)
+        negative -= shift
+        np.exp(negative, out=negative)
+        total = float(positive.sum()) + float(negative.sum())
+        positive -= negative
+        return shift + float(np.log(total)) - float(np.dot(self.log_weight, positive)) / total
 
     def sample(self, count: int, rng: np.random.Generator) -> SampledQueries:
         """Draw ``count`` independent queries from ``Q^t`` (each draw is one exponential-mechanism draw)."""

@@ -35,6 +35,11 @@ class RoundDiagnostics:
         local_seconds: Local-search wall time.
         round_seconds: Wall time of the whole round.
         free_attributes: Number of attributes filled by the free-attribute policy.
+        sample_seconds: Wall time of drawing this round's samples from ``Q^t`` (0 when the caller did not
+            time it, e.g. DQRS's carried samples).
+        oracle_seconds: Wall time of the whole best-response call (local search, CP-SAT model build and
+            solve, exact objective), 0 for mechanisms without an oracle call.
+        update_seconds: Wall time of evaluating the record on every query and updating the MW weights.
         extra: Mechanism-specific public counters (e.g. DQRS accepted / fresh / top-up counts).
         internal_entropy: Entropy of the MW distribution (depends on true answers: internal).
         internal_max_error: Max error of the synthetic data so far on the workload (internal).
@@ -52,6 +57,9 @@ class RoundDiagnostics:
     local_seconds: float
     round_seconds: float
     free_attributes: int
+    sample_seconds: float = 0.0
+    oracle_seconds: float = 0.0
+    update_seconds: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
     internal_entropy: float | None = None
     internal_max_error: float | None = None
