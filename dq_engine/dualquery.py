@@ -124,6 +124,10 @@ class RoundLoop:
         self.records: list[np.ndarray] = []
         self.synthetic_sum = np.zeros(len(workload), dtype=np.float64)
         self.diagnostics: list[RoundDiagnostics] = []
+        # two (N,) buffers reused every round (the payoff and the error so far): fresh 16 MB temporaries at
+        # N = 2,000,000 cost page faults every round (docs/benchmarks.md, "Profiles")
+        self._payoff = np.empty(len(workload), dtype=np.float64)
+        self._error = np.empty(len(workload), dtype=np.float64) if config.track_error else None
 
     def play(
         self, t: int, samples: SampledQueries, extra: dict[str, float] | None = None, *, sample_seconds: float = 0.0
@@ -146,14 +150,17 @@ class RoundLoop:
         update_began = time.perf_counter()
         record_bits = domain.encode_records(codes[None, :])[0]
         on_record = self.workload.evaluate_record(record_bits)
-        self.last_payoff = self.true_answers - on_record
+        # q(D) - q(x^t) for every positive query; overwritten next round (DQRS consumes it within the round)
+        self.last_payoff = np.subtract(self.true_answers, on_record, out=self._payoff)
         self.distribution.update(self.last_payoff)
         update_seconds = time.perf_counter() - update_began
         self.records.append(codes)
         self.synthetic_sum += on_record
         internal = {}
         if self.config.track_error:
-            error = np.abs(self.synthetic_sum / len(self.records) - self.true_answers)
+            error = np.divide(self.synthetic_sum, len(self.records), out=self._error)
+            error -= self.true_answers
+            np.abs(error, out=error)
             internal = {
                 "internal_max_error": float(error.max()),
                 "internal_mean_error": float(error.mean()),

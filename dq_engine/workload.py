@@ -277,16 +277,30 @@ def random_marginals(
     )
 
 
+def _sort_rows(rows: np.ndarray) -> np.ndarray:
+    """``np.sort(rows, axis=1)`` for integer rows; widths 1-3 by min/max networks (no per-row sort call)."""
+    width = rows.shape[1]
+    if width <= 1:
+        return rows.copy()
+    if width == 2:
+        return np.stack([np.minimum(rows[:, 0], rows[:, 1]), np.maximum(rows[:, 0], rows[:, 1])], axis=1)
+    if width == 3:
+        low, high = np.minimum(rows[:, 0], rows[:, 1]), np.maximum(rows[:, 0], rows[:, 1])
+        middle, top = np.minimum(high, rows[:, 2]), np.maximum(high, rows[:, 2])
+        return np.stack([np.minimum(low, middle), np.maximum(low, middle), top], axis=1)
+    return np.sort(rows, axis=1)
+
+
 def _distinct_attribute_draws(m: int, k: int, size: int, rng: np.random.Generator) -> np.ndarray:
     """``size`` uniformly random k-subsets of ``range(m)`` as sorted rows (vectorised)."""
     picks = np.empty((size, k), dtype=np.int64)
     for j in range(k):
         draw = rng.integers(0, m - j, size=size)
-        previous = np.sort(picks[:, :j], axis=1)
+        previous = _sort_rows(picks[:, :j])
         for column in range(j):  # shift past already-chosen attributes, in ascending order
             draw += draw >= previous[:, column]
         picks[:, j] = draw
-    return np.sort(picks, axis=1)
+    return _sort_rows(picks)
 
 
 def random_queries(domain: Domain, k: int, count: int, rng: np.random.Generator) -> Workload:

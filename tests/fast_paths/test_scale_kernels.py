@@ -14,7 +14,19 @@ from dq_engine import Dataset, Domain, DualQueryConfig, OracleConfig, dualquery,
 from dq_engine.domain import Attribute
 from dq_engine.mw import QueryDistribution
 from dq_engine.rows import pack_rows, unique_rows
-from dq_engine.workload import _distinct_attribute_draws, random_queries
+from dq_engine.workload import random_queries
+
+
+def _reference_draws(m: int, k: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``_distinct_attribute_draws`` as it was (``np.sort`` of the rows)."""
+    picks = np.empty((size, k), dtype=np.int64)
+    for j in range(k):
+        draw = rng.integers(0, m - j, size=size)
+        previous = np.sort(picks[:, :j], axis=1)
+        for column in range(j):
+            draw += draw >= previous[:, column]
+        picks[:, j] = draw
+    return np.sort(picks, axis=1)
 
 
 def _reference_random_queries(domain: Domain, k: int, count: int, rng: np.random.Generator):
@@ -23,7 +35,7 @@ def _reference_random_queries(domain: Domain, k: int, count: int, rng: np.random
     collected = np.empty((0, 2 * k), dtype=np.int64)
     while collected.shape[0] < count:
         batch = max(1024, int(1.2 * (count - collected.shape[0])))
-        attrs = _distinct_attribute_draws(m, k, batch, rng)
+        attrs = _reference_draws(m, k, batch, rng)
         upper = np.where(domain.is_binary[attrs], 1, domain.sizes[attrs])
         values = (rng.random(attrs.shape) * upper).astype(np.int64)
         values = np.where(domain.is_binary[attrs], 1, values)
@@ -78,8 +90,9 @@ def test_packed_words_order_rows_lexicographically():
         (Domain((Attribute(name="x", size=4), *[Attribute(name=f"f{i}", size=2, binary=True) for i in range(9)])),
          2, 40),
         (Domain.categorical({f"a{i}": 3 + i % 4 for i in range(12)}), 5, 5_000),
+        (Domain.categorical({"a": 2, "b": 3}), 1, 4),
     ],
-    ids=["categorical", "binary", "mixed", "five-way"],
+    ids=["categorical", "binary", "mixed", "five-way", "one-way"],
 )
 def test_random_queries_is_identical_to_the_numpy_unique_version(domain, k, count):
     workload = random_queries(domain, k, count, make_rng(7))
