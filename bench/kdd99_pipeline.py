@@ -1,0 +1,250 @@
+"""Full KDD Cup 99 release through the pipeline (`dqrelease run`) with 2,000,000 random 3-way queries.
+
+The config is ``examples/kdd99/release.toml`` adapted (written to the output directory): workload
+``random_queries`` (k = 3, count 2,000,000), mechanism DualQuery with the DualQuery paper's KDD99 settings
+η = 1.2, s = 1750, free attributes ``zero``, target (ε, δ) = (1, 10⁻³) in the chosen accounting (T from
+``calibrate_rounds``), the oracle defaults of ``docs/oracle.md`` spelled out (the release config's own
+defaults are older), a throw-away ledger and output directory. Secure (OS-entropy) seeding, as a real release.
+
+Measured: wall time of the ``dqrelease run`` process, its peak RSS and the peak RSS summed over its process
+tree (the temporary Prefect server included), sampled every 0.1 s with psutil, and per-task times parsed from
+the Prefect log (each ``Finished in state`` line minus the previous task's finish). Targets: ≤ 180 s wall,
+≤ 4 GB peak.
+
+Usage::
+
+    .venv/bin/python bench/kdd99_pipeline.py --out bench/results/kdd99_pipeline.json
+
+``--smoke``: 20,000 queries, s = 100, ε = 0.1, first 20,000 rows of the file (tests/bench/test_scale_smoke.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from scale_common import machine, save_plot
+
+ROOT = Path(__file__).resolve().parents[1]
+KDD_FILE = Path("/work/shared/data/kddcup99_10pct/kddcup.data_10_percent.gz")
+EXAMPLE = ROOT / "examples" / "kdd99"
+TASK_LINE = re.compile(
+    r"^(\d\d:\d\d:\d\d\.\d+) \| \w+\s*\| Task run '([\w-]+?)-[0-9a-f]{3,}' - Finished in state (\w+)"
+)
+FLOW_START = re.compile(r"^(\d\d:\d\d:\d\d\.\d+) \| \w+\s*\| Flow run '[^']+' - Beginning flow run")
+
+
+def write_config(directory: Path, *, source: Path, rows: int, queries: int, samples: int, epsilon: float,
+                 accounting: str) -> Path:
+    """The adapted KDD99 release config (paths absolute, ledger and outputs inside ``directory``)."""
+    example = (EXAMPLE / "release.toml").read_text()
+    names = re.search(r"column_names = \[(.*?)\]", example, re.S).group(1)
+    text = f"""name = "kddcup99-10pct-scale"
+description = "Bench: KDD Cup 1999 10%, {queries:,} random 3-way queries, DualQuery (eta 1.2, s {samples})."
+schema_file = "{EXAMPLE / 'schema.toml'}"
+
+[source]
+format = "csv"
+paths = ["{source}"]
+header = false
+gzip = true
+column_names = [{names}]
+
+[privacy]
+n = {rows}
+epsilon = {epsilon}
+delta = 1e-3
+accounting = "{accounting}"
+
+[workload]
+kind = "random_queries"
+k = 3
+count = {queries}
+seed = 0
+
+[mechanism]
+name = "dualquery"
+eta = 1.2
+samples = {samples}
+free_policy = "zero"
+
+[mechanism.oracle]
+time_limit = 1.0
+num_workers = 3
+max_presolve_iterations = 0
+local_time_limit = 0.25
+local_restarts = 300
+
+[ledger]
+path = "{directory / 'ledger.duckdb'}"
+dataset_id = "kddcup99-bench"
+initial_cap_epsilon = 1000.0
+initial_cap_delta = 0.5
+
+[output]
+directory = "{directory / 'out'}"
+"""
+    path = directory / "release.toml"
+    path.write_text(text)
+    return path
+
+
+class TreeMemory:
+    """Peak RSS of a process and of its whole process tree, sampled on a thread."""
+
+    def __init__(self, pid: int, interval: float = 0.1) -> None:
+        self.process = psutil.Process(pid)
+        self.interval = interval
+        self.peak_main = 0
+        self.peak_tree = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                main = self.process.memory_info().rss
+                tree = main
+                for child in self.process.children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        tree += child.memory_info().rss
+            except psutil.Error:
+                break
+            self.peak_main = max(self.peak_main, main)
+            self.peak_tree = max(self.peak_tree, tree)
+            time.sleep(self.interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _seconds(stamp: str) -> float:
+    moment = datetime.strptime(stamp, "%H:%M:%S.%f")
+    return moment.hour * 3600 + moment.minute * 60 + moment.second + moment.microsecond / 1e6
+
+
+def task_times(log: str) -> tuple[list[dict], float | None]:
+    """Per-task durations from the Prefect log: each task's finish minus the previous finish (or flow start)."""
+    start = None
+    rows = []
+    for line in log.splitlines():
+        flow = FLOW_START.match(line)
+        if flow and start is None:
+            start = _seconds(flow.group(1))
+        task = TASK_LINE.match(line)
+        if task:
+            rows.append({"task": task.group(2), "finished": _seconds(task.group(1)), "state": task.group(3)})
+    previous = start
+    for row in rows:
+        row["seconds"] = None if previous is None else round(row["finished"] - previous, 3)
+        previous = row["finished"]
+    flow_seconds = None if start is None or not rows else rows[-1]["finished"] - start
+    return rows, flow_seconds
+
+
+def run_release(config: Path, *, timeout: float) -> dict:
+    env = dict(os.environ, PREFECT_LOGGING_LEVEL="INFO", COLUMNS="200")
+    command = [str(ROOT / ".venv" / "bin" / "dqrelease"), "run", "--quiet", str(config)]
+    began = time.perf_counter()
+    child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    memory = TreeMemory(child.pid)
+    try:
+        output, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        output, _ = child.communicate()
+    wall = time.perf_counter() - began
+    memory.stop()
+    tasks, flow_seconds = task_times(output)
+    return {"command": " ".join(command), "returncode": child.returncode, "wall_seconds": wall,
+            "flow_seconds": flow_seconds, "peak_rss_main_gb": memory.peak_main / 2**30,
+            "peak_rss_tree_gb": memory.peak_tree / 2**30, "tasks": tasks, "log_tail": output[-4000:]}
+
+
+def error_report(out: Path) -> dict | None:
+    reports = sorted((out / "out").rglob("error_report.json"))
+    if not reports:
+        return None
+    report = json.loads(reports[-1].read_text())
+    return {"errors": report["errors"], "parameters": report["parameters"], "solver": {
+        k: v for k, v in report["solver"].items() if k != "per_round_seconds"}, "privacy": report["privacy"]}
+
+
+def plot(result: dict, path: Path) -> None:
+    tasks = [t for t in result["run"]["tasks"] if t["seconds"] is not None]
+
+    def draw(figure):
+        axis = figure.subplots()
+        axis.barh([t["task"] for t in tasks], [t["seconds"] for t in tasks], color="#4c72b0")
+        axis.invert_yaxis()
+        axis.set_xlabel("seconds (Prefect task finish minus previous finish)")
+        axis.set_title(f"KDD99 release, {result['queries']:,} queries: {result['run']['wall_seconds']:.0f} s wall, "
+                       f"peak {result['run']['peak_rss_main_gb']:.2f} GB", fontsize=9)
+
+    save_plot(path, draw, size=(7, 3.5))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("bench/results/kdd99_pipeline.json"))
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), for the smoke test")
+    parser.add_argument("--accounting", choices=("tight", "paper"), default="tight")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/dqrelease-kdd99-bench"),
+                        help="scratch directory (config, ledger, published outputs)")
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    args = parser.parse_args()
+    work = args.work / ("smoke" if args.smoke else args.accounting)
+    if work.exists():
+        import shutil
+
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    source, rows = KDD_FILE, 494_021
+    queries, samples, epsilon = 2_000_000, 1750, 1.0
+    if args.smoke:
+        rows, queries, samples, epsilon = 20_000, 20_000, 100, 0.1
+        source = work / "kdd_head.csv.gz"
+        with gzip.open(KDD_FILE, "rt") as full, gzip.open(source, "wt") as head:
+            for _, line in zip(range(rows), full, strict=False):
+                head.write(line)
+    config = write_config(work, source=source, rows=rows, queries=queries, samples=samples, epsilon=epsilon,
+                          accounting=args.accounting)
+    result = {"command": " ".join([".venv/bin/python", *sys.argv]), "machine": machine(), "smoke": args.smoke,
+              "queries": queries, "rows": rows, "samples": samples, "epsilon": epsilon, "delta": 1e-3,
+              "accounting": args.accounting, "config": config.read_text()}
+    result["run"] = run_release(config, timeout=args.timeout)
+    result["error_report"] = error_report(work)
+    result["targets"] = {"wall_seconds": 180.0, "peak_gb": 4.0,
+                         "wall_met": result["run"]["wall_seconds"] <= 180.0,
+                         "memory_met": result["run"]["peak_rss_main_gb"] <= 4.0}
+    result["machine"]["load_average_end"] = os.getloadavg()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1, default=float))
+    plot(result, args.out.with_suffix(".png"))
+    print(json.dumps({k: result["run"][k] for k in ("returncode", "wall_seconds", "flow_seconds",
+                                                     "peak_rss_main_gb", "peak_rss_tree_gb")}))
+    for task in result["run"]["tasks"]:
+        print(f"  {task['task']:<22} {task['seconds']}")
+    if result["run"]["returncode"] != 0:
+        print(result["run"]["log_tail"], file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
