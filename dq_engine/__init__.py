@@ -19,9 +19,13 @@ from dq_engine.data import Dataset
 from dq_engine.domain import Attribute, Domain
 from dq_engine.dqrs import DQRSConfig, dqrs
 from dq_engine.dualquery import DualQueryConfig, dualquery
+from dq_engine.fem import FEMConfig, calibrate_fem, fem
+from dq_engine.mwem import MWEMConfig, calibrate_mwem, mwem
 from dq_engine.oracle import OracleConfig
+from dq_engine.randomized_response import RandomizedResponseConfig, estimate_answers, randomized_response
 from dq_engine.results import RoundDiagnostics, SynthesisResult
 from dq_engine.rng import make_rng
+from dq_engine.sepfem import SepFEMConfig, sepfem
 from dq_engine.workload import (
     Workload,
     all_kway_marginals,
@@ -38,25 +42,36 @@ __all__ = [
     "Domain",
     "DualQueryConfig",
     "ExponentialMechanismEvent",
+    "FEMConfig",
+    "MWEMConfig",
     "OracleConfig",
     "PrivacyEvent",
     "PureDpEvent",
+    "RandomizedResponseConfig",
     "RoundDiagnostics",
+    "SepFEMConfig",
     "SynthesisResult",
     "Workload",
     "ZCDPEvent",
     "all_kway_marginals",
     "answer_records",
     "answer_workload",
+    "calibrate_fem",
+    "calibrate_mwem",
     "calibrate_rounds",
     "compose",
     "dqrs",
     "dualquery",
     "error_summary",
+    "estimate_answers",
+    "fem",
     "make_rng",
     "marginal_queries",
     "mechanism_cost",
+    "mwem",
     "per_marginal_max_error",
     "random_marginals",
     "random_queries",
+    "randomized_response",
+    "sepfem",
 ]

@@ -1,0 +1,602 @@
+r"""MWEM: Multiplicative Weights with the Exponential Mechanism (Hardt, Ligett & McSherry 2012, Algorithm 1).
+
+MWEM plays the primal side of the query-release game with an *explicit* data player: a distribution
+``A`` over records, updated by multiplicative weights. Each round ``t = 1..T``:
+
+1. **select** -- one exponential-mechanism draw picks a query with large error ``q(D) - q(A)``
+   (:mod:`dq_engine.exponential_mechanism`; ε-DP per draw, sensitivity ``1/n``);
+2. **measure** -- its answer is measured with Laplace noise (pure ε; HLM) or Gaussian noise (ρ-zCDP,
+   option ``measure_noise="gaussian"``);
+3. **update** -- ``A(x) ← A(x) · exp(λ · q(x) · (m - q(A)))`` then renormalise, with ``λ = 1/2`` in
+   fraction units (HLM's ``exp(q(x)(m - q(A))/2n)`` for counts).
+
+The DualQuery paper (seed 000/001, "Comparison with MWEM") finds MWEM more accurate than DualQuery on a
+17-attribute Adult where ``A`` fits in memory; DualQuery exists for the universes where it does not.
+
+**Universe limit.** With ``support="universe"`` (the algorithm as published) ``A`` holds one float per
+record of the universe, as a dense tensor of shape ``domain.sizes``. We refuse universes larger than
+``2^max_universe_log2`` records (default ``2^24`` = 16.8 M records = 128 MiB of weights) with
+:class:`~dq_engine.errors.UniverseTooLargeError`: that is where DualQuery, DQRS and FEM take over.
+
+**Documented changes to the published algorithm (all optional, all data-independent or charged):**
+
+* ``replay_sweeps`` -- after each round the MW update is re-applied over the whole measurement history
+  (HLM's own "use of measurement history" improvement); 0 gives plain Algorithm 1.
+* ``output="final"`` returns ``A_T`` (what implementations of MWEM return); ``"average"`` returns the
+  average ``(1/T) Σ A_t`` of Algorithm 1's analysis.
+* ``measure="marginal"`` measures every workload cell of the selected query's marginal at once (L1
+  sensitivity ``min(2, cells)/n``, L2 ``√min(2, cells)/n``; the marginal-measurement variant of McKenna et
+  al.'s MWEM implementations) instead of the one selected query.
+* ``support="sampled"`` replaces the universe by ``support_size`` i.i.d. records drawn from a *prior*
+  ``P0`` (product of per-attribute distributions): the uniform distribution, or -- with a positive
+  ``support_budget`` -- a mixture of uniform and DP one-way marginals of the workload's attributes,
+  measured once with the configured noise and charged as an event. MW over such a sample with uniform
+  initial weights is the self-normalised importance-sampling estimate of MW over the whole universe
+  started at ``P0``, so this is MWEM with a non-uniform initial distribution, represented by samples.
+  It never refuses (memory is ``support_size`` records). A fixed sample covers the cells where the data
+  lives only if the prior puts mass there; ``support_moves > 0`` makes the particles follow ``A``
+  (resample-move sequential Monte Carlo: Gilks & Berzuini 2001, Del Moral, Doucet & Jasra 2006), using
+  that MW keeps ``A`` log-linear in the measured marginals (see :class:`_SampledDistribution`).
+
+Privacy: ``T`` selections and ``T`` measurements (plus the prior's one measurement), composed as events.
+Paper mode: basic composition when every step is pure (HLM), else seed 004's zCDP analysis; tight mode:
+zCDP (EM draws ε²/8, Laplace ε²/2, Gaussian ρ) with the optimal conversion, or the pure ε when smaller.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from dq_engine.accounting import (
+    AccountingMode,
+    ComposedCost,
+    ExponentialMechanismEvent,
+    PrivacyEvent,
+    PureDpEvent,
+    ZCDPEvent,
+    basic_composition_epsilon,
+    compose,
+)
+from dq_engine.answers import answer_workload
+from dq_engine.data import Dataset
+from dq_engine.domain import Domain
+from dq_engine.errors import AccountingError, ConfigError, UniverseTooLargeError
+from dq_engine.exponential_mechanism import select_signed_query
+from dq_engine.marginal_tables import MarginalIndex
+from dq_engine.results import RoundDiagnostics, SynthesisResult
+from dq_engine.workload import Workload
+
+__all__ = [
+    "MAX_UNIVERSE_LOG2",
+    "MWEMConfig",
+    "best_cost",
+    "calibrate_mwem",
+    "mwem",
+    "mwem_costs",
+    "mwem_events",
+]
+
+MAX_UNIVERSE_LOG2 = 24
+"""Default largest universe MWEM holds: 2^24 records (128 MiB of float64 weights)."""
+
+ProgressCallback = Callable[[RoundDiagnostics], None]
+NoiseKind = Literal["laplace", "gaussian"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MWEMConfig:
+    """Parameters of MWEM.
+
+    Attributes:
+        rounds: ``T`` >= 1.
+        select_epsilon: Pure ε of each exponential-mechanism draw (HLM: ``ε/2T``).
+        measure_epsilon: Laplace ε of each measurement (``measure_noise="laplace"``; HLM: ``ε/2T``).
+        measure_rho: Gaussian ρ of each measurement (``measure_noise="gaussian"``).
+        measure_noise: ``"laplace"`` (pure ε, HLM) or ``"gaussian"`` (zCDP).
+        measure: ``"query"`` (HLM) or ``"marginal"`` (every workload cell of the selected query's marginal).
+        learning_rate: λ of the update ``exp(λ q(x)(m - q(A)))`` in fraction units (HLM: 1/2).
+        replay_sweeps: Sweeps over the measurement history after each round (0 = plain Algorithm 1).
+        final_sweeps: Extra history sweeps after the last round (post-processing).
+        output: ``"final"`` (``A_T``) or ``"average"`` (``(1/T) Σ A_t``).
+        support: ``"universe"`` (exact; refuses large universes) or ``"sampled"`` (see module docstring).
+        support_size: Records drawn for ``support="sampled"``.
+        support_budget: Budget of the prior's one-way marginals: pure ε (Laplace) or ρ (Gaussian), by
+            ``measure_noise``; 0 = uniform prior, no cost.
+        support_mix: Weight of the uniform distribution in the prior's mixture, in (0, 1].
+        support_moves: Metropolis-Hastings sweeps per round after a resampling check (0 = fixed particles).
+        max_universe_log2: Refuse ``support="universe"`` above ``2^max_universe_log2`` records (<= 30).
+        delta: δ used to report (ε, δ) costs, in (0, 1).
+        track_error: Record internal error-so-far in the diagnostics.
+    """
+
+    rounds: int
+    select_epsilon: float
+    measure_epsilon: float = 0.0
+    measure_rho: float = 0.0
+    measure_noise: NoiseKind = "laplace"
+    measure: Literal["query", "marginal"] = "query"
+    learning_rate: float = 0.5
+    replay_sweeps: int = 1
+    final_sweeps: int = 0
+    output: Literal["final", "average"] = "final"
+    support: Literal["universe", "sampled"] = "universe"
+    support_size: int = 200_000
+    support_budget: float = 0.0
+    support_mix: float = 0.5
+    support_moves: int = 0
+    max_universe_log2: float = MAX_UNIVERSE_LOG2
+    delta: float = 1e-6
+    track_error: bool = True
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise ConfigError(f"rounds ({self.rounds}) must be >= 1")
+        if not (self.select_epsilon > 0 and math.isfinite(self.select_epsilon)):
+            raise ConfigError(f"select_epsilon ({self.select_epsilon}) must be finite and > 0")
+        if self.measure_noise not in ("laplace", "gaussian"):
+            raise ConfigError(f"measure_noise ({self.measure_noise!r}) must be 'laplace' or 'gaussian'")
+        if self.measure_noise == "laplace" and not (self.measure_epsilon > 0 and self.measure_rho == 0):
+            raise ConfigError("Laplace measurements need measure_epsilon > 0 and measure_rho = 0")
+        if self.measure_noise == "gaussian" and not (self.measure_rho > 0 and self.measure_epsilon == 0):
+            raise ConfigError("Gaussian measurements need measure_rho > 0 and measure_epsilon = 0")
+        if self.measure not in ("query", "marginal"):
+            raise ConfigError(f"measure ({self.measure!r}) must be 'query' or 'marginal'")
+        if not self.learning_rate > 0:
+            raise ConfigError(f"learning_rate ({self.learning_rate}) must be > 0")
+        if self.replay_sweeps < 0 or self.final_sweeps < 0:
+            raise ConfigError("replay_sweeps and final_sweeps must be >= 0")
+        if self.output not in ("final", "average"):
+            raise ConfigError(f"output ({self.output!r}) must be 'final' or 'average'")
+        if self.support not in ("universe", "sampled"):
+            raise ConfigError(f"support ({self.support!r}) must be 'universe' or 'sampled'")
+        if self.support_size < 1:
+            raise ConfigError(f"support_size ({self.support_size}) must be >= 1")
+        if not self.support_budget >= 0:
+            raise ConfigError(f"support_budget ({self.support_budget}) must be >= 0")
+        if self.support == "universe" and self.support_budget != 0:
+            raise ConfigError("support_budget is only used by support='sampled'; set it to 0")
+        if self.support_moves < 0:
+            raise ConfigError(f"support_moves ({self.support_moves}) must be >= 0")
+        if self.support_moves and self.output == "average":
+            raise ConfigError("output 'average' needs fixed particles; set support_moves to 0")
+        if not 0 < self.support_mix <= 1:
+            raise ConfigError(f"support_mix ({self.support_mix}) must be in (0, 1]")
+        if not 1 <= self.max_universe_log2 <= 30:
+            raise ConfigError(f"max_universe_log2 ({self.max_universe_log2}) must be in [1, 30]")
+        if not 0 < self.delta < 1:
+            raise ConfigError(f"delta ({self.delta}) must be in (0, 1)")
+
+
+# ---------------------------------------------------------------------- accounting
+def mwem_events(config: MWEMConfig) -> list[PrivacyEvent]:
+    """The prior's measurement (if any), ``T`` selections and ``T`` measurements."""
+    events: list[PrivacyEvent] = []
+    if config.support == "sampled" and config.support_budget > 0:
+        label = "one-way marginals of the support prior"
+        if config.measure_noise == "laplace":
+            events.append(PureDpEvent(epsilon=config.support_budget, count=1, label=label))
+        else:
+            events.append(ZCDPEvent(rho=config.support_budget, count=1, label=label))
+    events.append(
+        ExponentialMechanismEvent(epsilon=config.select_epsilon, count=config.rounds, label="query selections")
+    )
+    if config.measure_noise == "laplace":
+        events.append(PureDpEvent(epsilon=config.measure_epsilon, count=config.rounds, label="Laplace measurements"))
+    else:
+        events.append(ZCDPEvent(rho=config.measure_rho, count=config.rounds, label="Gaussian measurements"))
+    return events
+
+
+def best_cost(events: list[PrivacyEvent], delta: float) -> ComposedCost:
+    """Tight-mode cost: the zCDP bound (optimal conversion) or the pure ε, whichever is smaller.
+
+    Both are valid guarantees ((ε, 0)-DP implies (ε, δ)-DP), so the smaller is too.
+    """
+    zcdp = compose(events, mode="tight", delta=delta)
+    if zcdp.pure_epsilon is not None and zcdp.pure_epsilon <= zcdp.epsilon:
+        return ComposedCost(
+            mode="tight", epsilon=zcdp.pure_epsilon, delta=0.0, rho=zcdp.rho, pure_epsilon=zcdp.pure_epsilon,
+            method="basic composition of pure steps (smaller than the zCDP bound here)",
+        )
+    return zcdp
+
+
+def mwem_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
+    """Paper mode (basic composition if all steps are pure, else seed 004's zCDP) and tight mode."""
+    pure_only = not any(isinstance(e, ZCDPEvent) and e.count and e.rho for e in events)
+    if pure_only:
+        pure = basic_composition_epsilon(events)
+        paper = ComposedCost(
+            mode="paper", epsilon=pure, delta=0.0, pure_epsilon=pure, method="basic composition (HLM 2012)"
+        )
+    else:
+        paper = compose(events, mode="paper", delta=delta, paper_analysis="zcdp")
+    return {"paper": paper, "tight": best_cost(events, delta)}
+
+
+def calibrate_mwem(
+    *,
+    epsilon: float,
+    delta: float,
+    rounds: int,
+    mode: AccountingMode = "tight",
+    measure_noise: NoiseKind = "laplace",
+    select_share: float = 0.5,
+    support_share: float = 0.0,
+) -> dict[str, float]:
+    """Per-step budgets whose composed cost in ``mode`` is at most ``(epsilon, delta)``.
+
+    The budget is split in *shares*: ``support_share`` for the prior (if > 0) and, of the rest,
+    ``select_share`` for the selections and ``1 - select_share`` for the measurements. Shares are of ε
+    (basic composition) for Laplace in paper mode and of ρ otherwise; one scale factor is then maximised
+    by bisection on the exact composed cost, so the result never exceeds the target.
+
+    Returns:
+        ``{"select_epsilon", "measure_epsilon" or "measure_rho", "support_budget"}`` for :class:`MWEMConfig`.
+
+    Raises:
+        AccountingError: If no positive budget fits.
+    """
+    if not epsilon > 0:
+        raise AccountingError(f"target epsilon ({epsilon}) must be > 0")
+    if not 0 < select_share < 1:
+        raise ConfigError(f"select_share ({select_share}) must be in (0, 1)")
+    if not 0 <= support_share < 1:
+        raise ConfigError(f"support_share ({support_share}) must be in [0, 1)")
+    if rounds < 1:
+        raise ConfigError(f"rounds ({rounds}) must be >= 1")
+    linear_in_epsilon = measure_noise == "laplace" and mode == "paper"
+
+    def budgets(scale: float) -> dict[str, float]:
+        # scale is the total ε (paper-mode Laplace) or the total ρ (otherwise); EM draws are charged as
+        # ε^2/8 in tight mode and ε^2/2 in paper mode when converting a ρ share back to a per-draw ε
+        support = support_share * scale
+        select_total = (1 - support_share) * select_share * scale
+        measure_total = (1 - support_share) * (1 - select_share) * scale
+        if linear_in_epsilon:
+            values = {"select_epsilon": select_total / rounds, "measure_epsilon": measure_total / rounds}
+        else:
+            em_factor = 8.0 if mode == "tight" else 2.0
+            values = {"select_epsilon": math.sqrt(em_factor * select_total / rounds)}
+            if measure_noise == "laplace":
+                values["measure_epsilon"] = math.sqrt(2.0 * measure_total / rounds)
+            else:
+                values["measure_rho"] = measure_total / rounds
+            if measure_noise == "laplace" and support > 0:
+                support = math.sqrt(2.0 * support)
+        values["support_budget"] = support
+        return values
+
+    def cost(scale: float) -> float:
+        config = _budget_config(rounds, measure_noise, budgets(scale), delta)
+        return mwem_costs(mwem_events(config), delta)[mode].epsilon
+
+    low, high = 0.0, float(epsilon) if linear_in_epsilon else 1.0
+    while cost(high) <= epsilon:
+        low, high = high, 2 * high
+    for _ in range(60):
+        middle = 0.5 * (low + high)
+        if cost(middle) <= epsilon:
+            low = middle
+        else:
+            high = middle
+    if not low > 0 or cost(low) > epsilon:
+        raise AccountingError(f"no positive MWEM budget fits epsilon={epsilon} with {rounds} rounds")
+    return budgets(low)
+
+
+def _budget_config(rounds: int, measure_noise: NoiseKind, values: dict[str, float], delta: float) -> MWEMConfig:
+    return MWEMConfig(
+        rounds=rounds,
+        measure_noise=measure_noise,
+        support="sampled" if values["support_budget"] > 0 else "universe",
+        delta=delta,
+        **values,
+    )
+
+
+# ---------------------------------------------------------------------- the data player's distribution
+class _UniverseDistribution:
+    """``A`` as a dense tensor over every record of the universe."""
+
+    def __init__(self, domain: Domain, index: MarginalIndex) -> None:
+        self.domain = domain
+        self.index = index
+        shape = tuple(int(s) for s in domain.sizes)
+        self.p = np.full(shape, 1.0 / math.prod(shape))
+
+    def table(self, m: int) -> np.ndarray:
+        """Marginal ``m`` of ``A`` in C order (sums over contiguous blocks of the other axes)."""
+        sizes = self.p.shape
+        shape: list[int] = []
+        axes: list[int] = []
+        previous = 0
+        for a in self.index.attributes[m].tolist():
+            shape.append(math.prod(sizes[previous:a]))
+            axes.append(len(shape) - 1)
+            shape.append(sizes[a])
+            previous = a + 1
+        shape.append(math.prod(sizes[previous:]))
+        axes.append(len(shape) - 1)
+        return self.p.reshape(shape).sum(axis=tuple(axes)).ravel()
+
+    def apply(self, m: int, cells: np.ndarray, values: np.ndarray, learning_rate: float) -> None:
+        """``A(x) ← A(x) exp(λ (m_c - A_c))`` for ``x`` in a measured cell ``c`` of marginal ``m``."""
+        table = self.table(m)
+        log_factor = np.zeros_like(table)
+        log_factor[cells] = learning_rate * (values - table[cells])
+        shape = [1] * len(self.domain)
+        for a in self.index.attributes[m]:
+            shape[a] = int(self.domain.sizes[a])
+        self.p *= np.exp(log_factor - log_factor.max()).reshape(shape)
+        self.p /= self.p.sum()
+
+    def snapshot(self) -> np.ndarray:
+        return self.p.copy()
+
+    def records(self, probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        flat = probabilities.ravel()
+        keep = np.flatnonzero(flat >= 1e-6 / flat.size)  # drops at most 1e-6 of the mass (post-processing)
+        largest = int(self.domain.sizes.max())
+        dtype = np.uint8 if largest <= 256 else np.uint16 if largest <= 65536 else np.uint32
+        codes = np.stack(np.unravel_index(keep, self.p.shape), axis=1).astype(dtype)
+        return codes, flat[keep] / flat[keep].sum()
+
+
+class _SampledDistribution:
+    """``A`` represented by weighted particles (support records), with optional resample-move refreshes.
+
+    MW over the universe started at the prior ``P0`` keeps ``A`` log-linear in the measured marginals:
+    ``A(x) ∝ P0(x) · exp(Σ_m θ_m[cell_m(x)])``, where ``θ_m`` accumulates every update applied to marginal
+    ``m``. The particles are a self-normalised importance sample of ``A``: drawn from ``P0`` with equal
+    weights, each update multiplies a particle's weight by ``exp(Δθ_m[cell_m(x)])``. A *refresh*
+    (``support_moves > 0``) resamples the particles by weight when the effective sample size drops below
+    half and then moves every particle with Metropolis-Hastings steps that target ``A`` exactly: attribute
+    ``a`` proposes a value from ``P0_a`` and accepts with probability ``min(1, exp(Δθ))`` (the prior and
+    proposal terms cancel). Only ``θ`` and the particles are touched: a refresh is post-processing.
+    """
+
+    def __init__(
+        self, codes: np.ndarray, priors: list[np.ndarray], index: MarginalIndex, rng: np.random.Generator
+    ) -> None:
+        self.codes = np.asfortranarray(codes)  # column access (one attribute of every particle) is the hot path
+        self.priors = priors
+        self.index = index
+        self.rng = rng
+        self.p = np.full(codes.shape[0], 1.0 / codes.shape[0])
+        self.theta: dict[int, np.ndarray] = {}
+        self._cells: dict[int, np.ndarray] = {}
+
+    def _cells_of(self, m: int) -> np.ndarray:
+        if m not in self._cells:
+            self._cells[m] = self.index.cells(m, self.codes)
+        return self._cells[m]
+
+    def table(self, m: int) -> np.ndarray:
+        return np.bincount(self._cells_of(m), weights=self.p, minlength=int(self.index.n_cells[m]))
+
+    def apply(self, m: int, cells: np.ndarray, values: np.ndarray, learning_rate: float) -> None:
+        """The MW update of the measured cells; ``θ_m`` keeps the running sum of the log factors."""
+        table = self.table(m)
+        log_factor = np.zeros(int(self.index.n_cells[m]))
+        log_factor[cells] = learning_rate * (values - table[cells])
+        log_factor -= log_factor.max()
+        if m not in self.theta:
+            self.theta[m] = np.zeros(int(self.index.n_cells[m]))
+        self.theta[m] += log_factor
+        self.p = self.p * np.exp(log_factor[self._cells_of(m)])
+        self.p /= self.p.sum()
+
+    def refresh(self, moves: int) -> None:
+        """Resample when the effective sample size is below half, then ``moves`` MH sweeps."""
+        r = self.codes.shape[0]
+        if 1.0 / np.sum(self.p**2) < 0.5 * r:
+            positions = (self.rng.random() + np.arange(r)) / r  # systematic resampling
+            chosen = np.minimum(np.searchsorted(np.cumsum(self.p), positions), r - 1)
+            self.codes = np.asfortranarray(self.codes[chosen])
+            self.p = np.full(r, 1.0 / r)
+            self._cells.clear()
+        measured = sorted(self.theta)
+        touching = {
+            a: [m for m in measured if a in set(self.index.attributes[m].tolist())] for a in range(self.codes.shape[1])
+        }
+        for _ in range(moves):
+            for a, marginals in touching.items():
+                if not marginals:
+                    continue
+                prior = self.priors[a]
+                before = {m: self._cells_of(m) for m in marginals}
+                current = sum(self.theta[m][before[m]] for m in marginals)
+                old = self.codes[:, a].copy()
+                self.codes[:, a] = self.rng.choice(len(prior), size=r, p=prior)
+                after = {m: self.index.cells(m, self.codes) for m in marginals}
+                proposed = sum(self.theta[m][after[m]] for m in marginals)
+                reject = np.log(self.rng.random(r)) >= proposed - current
+                self.codes[reject, a] = old[reject]
+                for m in marginals:
+                    after[m][reject] = before[m][reject]
+                    self._cells[m] = after[m]
+        # weights are unchanged by the moves: each MH kernel leaves the current A invariant, which is the
+        # resample-move SMC step (Del Moral, Doucet & Jasra 2006, with the time-reversal backward kernel)
+
+    def snapshot(self) -> np.ndarray:
+        return self.p.copy()
+
+    def records(self, probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        distinct, inverse = np.unique(self.codes, axis=0, return_inverse=True)
+        weights = np.bincount(inverse.ravel(), weights=probabilities, minlength=len(distinct))
+        return distinct.astype(np.int64), weights / weights.sum()
+
+
+def _answers(distribution: _UniverseDistribution | _SampledDistribution, index: MarginalIndex) -> np.ndarray:
+    out = np.empty(len(index.workload))
+    starts = index.workload.marginal_starts
+    for m in range(index.n_marginals):
+        out[starts[m] : starts[m + 1]] = distribution.table(m)[index.query_cells[m]]
+    return out
+
+
+def _noise(kind: NoiseKind, l1: float, l2: float, budget: float, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Laplace noise of scale ``l1/ε`` (ε-DP) or Gaussian noise of std ``l2/√(2ρ)`` (ρ-zCDP)."""
+    if kind == "laplace":
+        return rng.laplace(0.0, l1 / budget, size=size)
+    return rng.normal(0.0, l2 / math.sqrt(2.0 * budget), size=size)
+
+
+def sample_support(
+    data: Dataset, workload: Workload, config: MWEMConfig, rng: np.random.Generator
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Draw the particles of ``support="sampled"`` from the prior ``P0``; return them and ``P0``'s factors.
+
+    Attributes in some workload marginal are drawn from ``support_mix · uniform + (1 - support_mix) ·``
+    their noisy one-way marginal (measured once, all together: L1 sensitivity ``2k``, L2 ``√(2k)`` counts
+    for ``k`` attributes under replace-one); with ``support_budget = 0`` every attribute is uniform.
+    """
+    domain = data.domain
+    used = np.unique(workload.marginals[workload.marginals >= 0])
+    priors = [np.full(int(size), 1.0 / size) for size in domain.sizes]
+    if config.support_budget > 0:
+        counts = data.one_way_counts()
+        k = len(used)
+        for a in used:
+            noisy = counts[a] + _noise(
+                config.measure_noise, 2.0 * k, math.sqrt(2.0 * k), config.support_budget, len(counts[a]), rng
+            )
+            noisy = np.clip(noisy, 0.0, None)
+            total = noisy.sum()
+            estimate = noisy / total if total > 0 else priors[a]
+            priors[a] = config.support_mix * priors[a] + (1 - config.support_mix) * estimate
+    columns = [rng.choice(len(prior), size=config.support_size, p=prior) for prior in priors]
+    return np.stack(columns, axis=1).astype(np.int64), priors
+
+
+# ---------------------------------------------------------------------- the algorithm
+@dataclass(frozen=True)
+class _Measurement:
+    marginal: int
+    cells: np.ndarray
+    values: np.ndarray
+
+
+def mwem(
+    data: Dataset,
+    workload: Workload,
+    config: MWEMConfig,
+    *,
+    rng: np.random.Generator,
+    progress: ProgressCallback | None = None,
+) -> SynthesisResult:
+    """Run MWEM and return the final (or average) distribution as weighted records.
+
+    Args:
+        data: Private dataset (``n`` records).
+        workload: Positive queries (selection is over them and their negations).
+        config: Parameters.
+        rng: Generator (support, selections, noise).
+        progress: Called after every round with its diagnostics.
+
+    Raises:
+        UniverseTooLargeError: With ``support="universe"``, if the universe has more than
+            ``2^max_universe_log2`` records.
+    """
+    if data.domain != workload.domain:
+        raise ConfigError("the dataset and the workload are over different domains")
+    domain = data.domain
+    index = MarginalIndex(workload)
+    if config.support == "universe":
+        if domain.universe_log2 > config.max_universe_log2 + 1e-9:
+            raise UniverseTooLargeError(
+                f"MWEM keeps one weight per record: this domain has 2^{domain.universe_log2:.1f} records, more "
+                f"than the limit 2^{config.max_universe_log2:g}; use DualQuery, DQRS or FEM for this domain "
+                "(or MWEM with support='sampled')"
+            )
+        distribution: _UniverseDistribution | _SampledDistribution = _UniverseDistribution(domain, index)
+    else:
+        particles, priors = sample_support(data, workload, config, rng)
+        distribution = _SampledDistribution(particles, priors, index, rng)
+    true_answers = answer_workload(data, workload)
+    starts = workload.marginal_starts
+    sizes_queried = np.diff(starts)
+    history: list[_Measurement] = []
+    average = distribution.snapshot() * 0.0 if config.output == "average" else None
+    diagnostics: list[RoundDiagnostics] = []
+
+    def apply(measurement: _Measurement) -> None:
+        distribution.apply(measurement.marginal, measurement.cells, measurement.values, config.learning_rate)
+
+    estimates = _answers(distribution, index)
+    for t in range(1, config.rounds + 1):
+        began = time.perf_counter()
+        chosen, _ = select_signed_query(true_answers, estimates, epsilon=config.select_epsilon, n=data.n, rng=rng)
+        m = int(workload.query_marginal[chosen])
+        if config.measure == "query":
+            positions = np.array([chosen])
+            l1 = l2 = 1.0
+        else:
+            positions = np.arange(starts[m], starts[m + 1])
+            l1, l2 = float(min(2, sizes_queried[m])), math.sqrt(min(2, sizes_queried[m]))
+        budget = config.measure_epsilon if config.measure_noise == "laplace" else config.measure_rho
+        noisy = true_answers[positions] + _noise(config.measure_noise, l1, l2, budget, len(positions), rng) / data.n
+        measurement = _Measurement(m, index.query_cells[m][positions - starts[m]], noisy)
+        history.append(measurement)
+        apply(measurement)
+        for _ in range(config.replay_sweeps):
+            for past in history:
+                apply(past)
+        if config.support_moves and isinstance(distribution, _SampledDistribution):
+            distribution.refresh(config.support_moves)
+        if average is not None:
+            average += distribution.snapshot() / config.rounds
+        estimates = _answers(distribution, index)
+        internal = {}
+        if config.track_error:
+            error = np.abs(estimates - true_answers)
+            internal = {"internal_max_error": float(error.max()), "internal_mean_error": float(error.mean())}
+        diagnostics.append(
+            RoundDiagnostics(
+                round=t, sampled=1, distinct=len(positions), source="mw", status="NOT_RUN", objective=0.0,
+                bound=None, solver_seconds=0.0, local_seconds=0.0, round_seconds=time.perf_counter() - began,
+                free_attributes=0, extra={"marginal": float(m)}, **internal,
+            )
+        )
+        if progress is not None:
+            progress(diagnostics[-1])
+    for _ in range(config.final_sweeps):
+        for past in history:
+            apply(past)
+    final = average if average is not None else distribution.snapshot()
+    codes, weights = distribution.records(final)
+    events = mwem_events(config)
+    return SynthesisResult(
+        mechanism="mwem",
+        domain=domain,
+        records=codes,
+        weights=weights,
+        parameters={
+            "rounds": config.rounds,
+            "select_epsilon": config.select_epsilon,
+            "measure_epsilon": config.measure_epsilon,
+            "measure_rho": config.measure_rho,
+            "measure_noise": config.measure_noise,
+            "measure": config.measure,
+            "learning_rate": config.learning_rate,
+            "replay_sweeps": config.replay_sweeps,
+            "final_sweeps": config.final_sweeps,
+            "output": config.output,
+            "support": config.support,
+            "support_size": config.support_size if config.support == "sampled" else None,
+            "support_budget": config.support_budget,
+            "support_mix": config.support_mix,
+            "support_moves": config.support_moves,
+        },
+        events=tuple(events),
+        costs=mwem_costs(events, config.delta),
+        n=data.n,
+        diagnostics=tuple(diagnostics),
+    )
