@@ -5,8 +5,9 @@
 * Categorical data (codes layout): one contingency table per marginal, built with a single weighted
   ``bincount`` over the distinct rows, then every query of the marginal is one table lookup. No loop runs
   over queries; the Python loop runs over marginals only.
-* Sparse binary data: every column is bit-packed once (``n/8`` bytes) and a chunk of queries is answered by
-  AND-ing the packed columns of its literals and counting bits (``numpy.bitwise_count``).
+* Binary data (sparse or packed layout): every column is bit-packed once (``n/8`` bytes; packed datasets
+  already are) and a chunk of queries is answered by AND-ing the packed columns of its literals and counting
+  bits (``numpy.bitwise_count``).
 """
 
 from __future__ import annotations
@@ -54,11 +55,13 @@ def _answer_codes(data: Dataset, workload: Workload, marginal_ids: np.ndarray) -
     return out / data.n
 
 
-def _packed_columns(data: Dataset) -> np.ndarray:
-    """Bit-packed columns ``(d + 1, ceil(n/8))``; the extra last column is all ones (the sentinel bit)."""
+def _bit_columns(data: Dataset) -> np.ndarray:
+    """Bit-packed columns ``(d, ceil(n/8))`` (packed-bit datasets hold them already; sparse ones are packed)."""
+    if data.packed is not None:
+        return data.packed
     n, d = data.bits.shape
     width = (n + 7) // 8
-    packed = np.zeros((d + 1, width), dtype=np.uint8)
+    packed = np.zeros((d, width), dtype=np.uint8)
     indptr, indices = data.bits.indptr, data.bits.indices
     for j in range(d):
         rows = indices[indptr[j] : indptr[j + 1]]
@@ -66,12 +69,24 @@ def _packed_columns(data: Dataset) -> np.ndarray:
             column = np.zeros(n, dtype=bool)
             column[rows] = True
             packed[j] = np.packbits(column)
-    packed[d] = np.packbits(np.ones(n, dtype=bool))
     return packed
 
 
-def _answer_sparse(data: Dataset, workload: Workload) -> np.ndarray:
-    packed = _packed_columns(data)
+def _packed_columns(data: Dataset) -> np.ndarray:
+    """Bit-packed columns ``(d + 1, ceil(n/8))``; the extra last column is all ones (the sentinel bit)."""
+    columns = _bit_columns(data)
+    sentinel = np.packbits(np.ones(data.n, dtype=bool))
+    return np.vstack([columns, sentinel[None, :]])
+
+
+def _answer_bits(data: Dataset, workload: Workload) -> np.ndarray:
+    """AND the packed columns of each query's literals and count the bits, a chunk of queries at a time.
+
+    A padding literal (the sentinel bit ``d`` of ``Workload.query_bits``) is an all-ones column; it never
+    occurs first (every query has a literal at position 0), so AND-ing it is skipped instead of stored.
+    """
+    packed = _bit_columns(data)
+    d = packed.shape[0]
     columns = workload.query_bits
     chunk = max(1, _CHUNK_BYTES // max(1, packed.shape[1] * 2))
     out = np.empty(len(workload), dtype=np.float64)
@@ -79,7 +94,12 @@ def _answer_sparse(data: Dataset, workload: Workload) -> np.ndarray:
         hi = min(len(workload), lo + chunk)
         acc = packed[columns[0][lo:hi]]
         for column in columns[1:]:
-            acc &= packed[column[lo:hi]]
+            bits = column[lo:hi]
+            real = bits < d
+            if real.all():
+                acc &= packed[bits]
+            elif real.any():
+                acc[real] &= packed[bits[real]]
         out[lo:hi] = np.bitwise_count(acc).sum(axis=1, dtype=np.int64)
     return out / data.n
 
@@ -91,8 +111,8 @@ def answer_workload(data: Dataset, workload: Workload) -> np.ndarray:
     """
     if data.domain != workload.domain:
         raise ValueError("the dataset and the workload are over different domains")
-    if data.is_sparse:
-        return _answer_sparse(data, workload)
+    if data.is_sparse or data.is_packed:
+        return _answer_bits(data, workload)
     return _answer_codes(data, workload, np.arange(workload.n_marginals))
 
 
