@@ -22,6 +22,15 @@ from dq_engine.dualquery import DualQueryConfig, dualquery
 from dq_engine.fem import FEMConfig, calibrate_fem, fem
 from dq_engine.mwem import MWEMConfig, calibrate_mwem, mwem
 from dq_engine.oracle import OracleConfig
+from dq_engine.parity import (
+    ParityConfig,
+    ParityWorkload,
+    all_parities,
+    answer_parities,
+    dualquery_parity,
+    parity_best_response,
+    random_parities,
+)
 from dq_engine.randomized_response import RandomizedResponseConfig, estimate_answers, randomized_response
 from dq_engine.results import RoundDiagnostics, SynthesisResult
 from dq_engine.rng import make_rng
@@ -35,6 +44,13 @@ from dq_engine.workload import (
 )
 
 __all__ = [
+    "random_parities",
+    "parity_best_response",
+    "dualquery_parity",
+    "answer_parities",
+    "all_parities",
+    "ParityWorkload",
+    "ParityConfig",
     "Attribute",
     "ComposedCost",
     "DQRSConfig",
