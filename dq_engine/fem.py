@@ -43,7 +43,9 @@ premise failed. CP-SAT rounds the float perturbation to multiples of 1e-4 (``cps
 **Parallelism.** The ``s`` oracle calls of a round are independent. Each gets its own child generator
 (:func:`dq_engine.rng.spawn`, drawn in call order before any call runs) that draws its perturbation and
 seeds its oracle, and call ``j`` is warm-started from the previous round's ``j``-th sample; with a
-deterministic oracle the output is therefore identical for any number of ``workers`` (a process pool).
+deterministic oracle the output is therefore identical for any number of ``workers`` (a process pool) and
+for any ``executor`` passed in (any :class:`concurrent.futures.Executor`, e.g. a Dask cluster's
+``distributed.Client.get_executor()``: the engine only calls its ``map`` and never imports a cluster library).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ import multiprocessing
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
@@ -273,14 +275,21 @@ def _ftpl_sample(task: _FTPLTask) -> _FTPLSample:
 
 
 @contextmanager
-def _oracle_pool(workers: int) -> Iterator[Callable[[list[_FTPLTask]], list[_FTPLSample]]]:
-    """A ``map`` over tasks: in-process for one worker, else a process pool kept for the whole run.
+def _oracle_pool(
+    workers: int, executor: Executor | None = None
+) -> Iterator[Callable[[list[_FTPLTask]], list[_FTPLSample]]]:
+    """A ``map`` over tasks: the given executor, else in-process for one worker, else a process pool.
 
-    The pool uses the ``forkserver`` start method (forking a process whose CP-SAT threads are running
-    can deadlock), with :mod:`dq_engine.fem` preloaded in the server. As with any non-fork start method,
-    a script that runs FEM with ``workers > 1`` must guard its entry point with
-    ``if __name__ == "__main__":``.
+    A passed-in ``executor`` is used as is (its ``map`` must return results in task order, as
+    :meth:`concurrent.futures.Executor.map` does) and is not shut down here: its owner manages it.
+    The process pool is kept for the whole run and uses the ``forkserver`` start method (forking a process
+    whose CP-SAT threads are running can deadlock), with :mod:`dq_engine.fem` preloaded in the server. As
+    with any non-fork start method, a script that runs FEM with ``workers > 1`` must guard its entry point
+    with ``if __name__ == "__main__":``.
     """
+    if executor is not None:
+        yield lambda tasks: list(executor.map(_ftpl_sample, tasks))
+        return
     if workers == 1:
         yield lambda tasks: [_ftpl_sample(task) for task in tasks]
         return
@@ -293,6 +302,13 @@ def _oracle_pool(workers: int) -> Iterator[Callable[[list[_FTPLTask]], list[_FTP
             return list(pool.map(_ftpl_sample, tasks, chunksize=chunk))
 
         yield run
+
+
+def oracle_pool_name(workers: int, executor: Executor | None) -> str:
+    """Where a round's oracle calls ran, for the result's public parameters."""
+    if executor is not None:
+        return "executor"
+    return "processes" if workers > 1 else "serial"
 
 
 # ---------------------------------------------------------------------- the game
@@ -320,8 +336,12 @@ def run_primal_game(
     *,
     rng: np.random.Generator,
     progress: ProgressCallback | None,
+    executor: Executor | None = None,
 ) -> SynthesisResult:
-    """Algorithm 1 with an FTPL data player (Algorithm 2 or 3, chosen by ``settings.perturbation``)."""
+    """Algorithm 1 with an FTPL data player (Algorithm 2 or 3, chosen by ``settings.perturbation``).
+
+    ``executor`` (optional) runs a round's oracle calls instead of ``settings.workers`` processes.
+    """
     if data.domain != workload.domain:
         raise ConfigError("the dataset and the workload are over different domains")
     domain = data.domain
@@ -336,7 +356,7 @@ def run_primal_game(
     synthetic_sum = np.zeros(len(workload)) if settings.track_error else None
     first_kept = math.floor(settings.burn_in * (settings.rounds + 1)) + 1
     diagnostics: list[RoundDiagnostics] = []
-    with _oracle_pool(settings.workers) as run_tasks:
+    with _oracle_pool(settings.workers, executor) as run_tasks:
         for t in range(1, settings.rounds + 2):
             began = time.perf_counter()
             base = problem_from_samples(workload, selected)
@@ -406,6 +426,7 @@ def run_primal_game(
             "perturbation": settings.perturbation,
             "burn_in": settings.burn_in,
             "workers": settings.workers,
+            "oracle_pool": oracle_pool_name(settings.workers, executor),
             "oracle_kind": settings.oracle.kind,
             "oracle_deterministic": settings.oracle.deterministic,
         },
@@ -423,6 +444,7 @@ def fem(
     *,
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
+    executor: Executor | None = None,
 ) -> SynthesisResult:
     """Run FEM (seed 004, Algorithms 1-2) and return the union of the per-round FTPL samples.
 
@@ -432,6 +454,8 @@ def fem(
         config: Parameters (ε₀, η, s, T, perturbation, oracle, workers).
         rng: Generator for the initial query, the selections and (through spawned children) the oracle calls.
         progress: Called after every data-player round with its diagnostics.
+        executor: Runs each round's independent oracle calls (e.g. a Dask cluster's executor) instead of
+            ``config.workers`` local processes; the output is the same either way.
 
     Returns:
         ``(T + 1 - burn-in rounds) · s`` records (value codes, uniform weights), the ``T`` exponential
@@ -450,4 +474,4 @@ def fem(
         workers=config.workers,
         track_error=config.track_error,
     )
-    return run_primal_game(data, workload, settings, rng=rng, progress=progress)
+    return run_primal_game(data, workload, settings, rng=rng, progress=progress, executor=executor)

@@ -51,6 +51,7 @@ __all__ = [
     "MAX_RR_UNIVERSE_LOG2",
     "RandomizedResponseConfig",
     "estimate_answers",
+    "estimate_sd_bound",
     "keep_probability",
     "randomized_response",
 ]
@@ -93,6 +94,22 @@ def keep_probability(epsilon: float, domain: Domain) -> float:
     # (U - 1) e^{-ε} = e^{log U - ε} (1 - 1/U)
     spread = math.exp(log_u - epsilon) * -math.expm1(-log_u)
     return -math.expm1(-epsilon) / (1.0 + spread)
+
+
+def estimate_sd_bound(epsilon: float, domain: Domain, n: int) -> float:
+    """Largest standard deviation of the unbiased estimate ``q̂ᵘ`` of any counting query: ``1 / (2 p √n)``.
+
+    ``q(Y)`` is the mean of ``n`` independent indicators, so its variance is at most ``1/(4n)``, and
+    ``q̂ᵘ = (q(Y) - (1 - p) C/U) / p`` divides its deviation by ``p``. The bound depends on public
+    quantities only (ε, the domain, ``n``), so it can decide whether a release is worth its budget before
+    the data is read.
+
+    Raises:
+        UniverseTooLargeError: If ``log2 U > 1000``.
+    """
+    if n < 1:
+        raise ConfigError(f"n ({n}) must be >= 1")
+    return 1.0 / (2.0 * keep_probability(epsilon, domain) * math.sqrt(n))
 
 
 def randomized_response(

@@ -21,6 +21,7 @@ for any oracle; accuracy (Corollary 8.2) assumes exact argmax answers (see :mod:
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,6 +79,7 @@ def sepfem(
     *,
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
+    executor: Executor | None = None,
 ) -> SynthesisResult:
     """Run sepFEM (seed 004, Algorithms 1 and 3) and return the union of the per-round samples.
 
@@ -87,6 +89,7 @@ def sepfem(
         config: Parameters.
         rng: Generator.
         progress: Called after every data-player round with its diagnostics.
+        executor: Runs each round's oracle calls instead of ``config.workers`` processes (see :func:`fem`).
     """
     settings = PrimalGameSettings(
         mechanism="sepfem",
@@ -101,4 +104,4 @@ def sepfem(
         workers=config.workers,
         track_error=config.track_error,
     )
-    return run_primal_game(data, workload, settings, rng=rng, progress=progress)
+    return run_primal_game(data, workload, settings, rng=rng, progress=progress, executor=executor)
