@@ -154,7 +154,7 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
                 "lower bound; the number of rounds is known only after the count."
             )
             return
-        result = plan_release(loaded, n=int(loaded.privacy.n))
+        result = plan_release(loaded, n=int(loaded.privacy.n), workload=workload)
     out = Console()
     out.print(f"release [bold]{loaded.name}[/bold]: {domain.n_bits} binary attributes from {len(domain)} columns, "
               f"workload {workload.description} ({len(workload):,} queries)")

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent.futures import Executor
 from contextlib import ExitStack, contextmanager
 
 from dqrelease.errors import ConfigInvalidError
 
-__all__ = ["dask_scheduler", "local_worker_count"]
+__all__ = ["dask_executor", "dask_scheduler", "local_worker_count"]
 
 DEFAULT_LOCAL_WORKERS = 2
 
@@ -82,3 +83,28 @@ def dask_scheduler(address: str) -> Iterator[str]:
             LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
         )
         yield cluster.scheduler_address
+
+
+def _inside_dask_worker() -> bool:
+    from distributed import get_worker
+
+    try:
+        get_worker()
+    except ValueError:
+        return False
+    return True
+
+
+@contextmanager
+def dask_executor(address: str) -> Iterator[Executor]:
+    """An executor on the Dask cluster for a task's inner parallel work (FEM's oracle calls of a round).
+
+    Inside a Dask worker (the mechanism task of a flow on a ``DaskTaskRunner``) the worker's own client is
+    used, and the task secedes from the worker's thread pool while it waits: otherwise the calls it submits
+    could queue behind it on a one-thread worker forever. Elsewhere a client connects to ``address``.
+    Futures are submitted with ``pure=False``: two calls are never merged because their arguments look alike.
+    """
+    from distributed import Client, worker_client
+
+    with worker_client() if _inside_dask_worker() else Client(address) as client:
+        yield client.get_executor(pure=False)

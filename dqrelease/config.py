@@ -275,20 +275,62 @@ class OracleSettings(_Model):
 
 
 class MechanismConfig(_Model):
-    """The synthesizer and its parameters."""
+    """The synthesizer and its parameters (keys a mechanism does not use are errors)."""
 
     name: Literal["dualquery", "dqrs", "fem", "sepfem", "mwem", "randomized_response"] = Field(
-        default="dualquery", description="The synthesizer."
+        default="dualquery", description="The synthesizer (README, section Mechanisms)."
     )
-    eta: float | None = Field(default=None, gt=0, description="Learning rate (DualQuery/DQRS/FEM).")
-    samples: int | None = Field(default=None, ge=1, description="Queries sampled per round s (DualQuery/DQRS).")
-    rounds: int | None = Field(default=None, ge=1, description="Rounds T; derived from privacy.epsilon if omitted.")
+    eta: float | None = Field(
+        default=None, gt=0,
+        description="DualQuery/DQRS: learning rate (required). FEM/sepFEM: perturbation scale (default 1.0 / 0.5).",
+    )
+    samples: int | None = Field(
+        default=None, ge=1,
+        description=(
+            "DualQuery/DQRS: queries sampled per round s (required). FEM/sepFEM: oracle calls per round "
+            "(default clamp(1500 // (T + 1), 4, 50))."
+        ),
+    )
+    rounds: int | None = Field(
+        default=None, ge=1,
+        description=(
+            "Rounds T. DualQuery/DQRS: the largest that fits privacy.epsilon if omitted; FEM/sepFEM: "
+            "n sqrt(8 rho) / (2 ln 2N) in [10, 120 / 100]; MWEM: 15."
+        ),
+    )
+    epsilon_0: float | None = Field(
+        default=None, gt=0,
+        description="FEM/sepFEM: epsilon of each query selection; calibrated to privacy.epsilon if omitted.",
+    )
+    workers: int = Field(
+        default=1, ge=1, le=64,
+        description="FEM/sepFEM: processes for a round's oracle calls (on Dask the cluster runs them instead).",
+    )
     topup_fraction: float = Field(default=0.25, ge=0, le=1, description="DQRS top-up reserve fraction.")
     free_policy: Literal["zero", "random", "dp-marginal"] = Field(
-        default="random", description="How attributes no sampled query touches are set."
+        default="random", description="DualQuery/DQRS: how attributes no sampled query touches are set."
     )
-    free_epsilon: float = Field(default=0.0, ge=0, description="epsilon of the noisy marginals (dp-marginal).")
-    oracle: OracleSettings = Field(default_factory=OracleSettings, description="Section [mechanism.oracle].")
+    free_epsilon: float = Field(
+        default=0.0, ge=0, description="DualQuery/DQRS: epsilon of the noisy marginals (dp-marginal)."
+    )
+    oracle: OracleSettings = Field(
+        default_factory=OracleSettings,
+        description=(
+            "Section [mechanism.oracle] (DualQuery/DQRS/FEM/sepFEM). FEM/sepFEM without it: CP-SAT alone, "
+            "1 worker, deterministic limit 0.2 per call."
+        ),
+    )
+
+
+MECHANISM_KEYS = {
+    "dualquery": {"eta", "samples", "rounds", "free_policy", "free_epsilon", "oracle"},
+    "dqrs": {"eta", "samples", "rounds", "topup_fraction", "free_policy", "free_epsilon", "oracle"},
+    "fem": {"eta", "samples", "rounds", "epsilon_0", "workers", "oracle"},
+    "sepfem": {"eta", "samples", "rounds", "epsilon_0", "workers", "oracle"},
+    "mwem": {"rounds"},
+    "randomized_response": set(),
+}
+"""The [mechanism] keys each mechanism reads (besides ``name``)."""
 
 
 class OutputConfig(_Model):
@@ -366,11 +408,28 @@ class ReleaseConfig(_Model):
     @model_validator(mode="after")
     def _check(self) -> ReleaseConfig:
         m = self.mechanism
+        unused = sorted(m.model_fields_set - MECHANISM_KEYS[m.name] - {"name"})
+        if unused:
+            raise ValueError(f"mechanism.{unused[0]} is not used by {m.name!r}; remove it")
         if m.name in ("dualquery", "dqrs"):
             if m.eta is None or m.samples is None:
                 raise ValueError(f"mechanism {m.name!r} needs eta and samples")
             if m.rounds is None and self.privacy.epsilon is None:
                 raise ValueError("give mechanism.rounds or privacy.epsilon (T is then the largest that fits)")
+        elif self.privacy.n == "noisy":
+            # these engines scale their noise with n itself, and randomized response publishes one row per record
+            raise ValueError(
+                f"mechanism {m.name!r} needs a public n: set privacy.n to the number of records and "
+                "neighbouring = 'replace-one'"
+            )
+        if m.name in ("fem", "sepfem") and self.privacy.epsilon is None and (m.rounds is None or m.epsilon_0 is None):
+            raise ValueError(f"mechanism {m.name!r} needs privacy.epsilon, or both mechanism.rounds and epsilon_0")
+        if m.name in ("mwem", "randomized_response") and self.privacy.epsilon is None:
+            raise ValueError(f"mechanism {m.name!r} needs privacy.epsilon (its budgets are calibrated to it)")
+        if m.name == "randomized_response" and self.output.rows is not None:
+            raise ValueError(
+                "randomized_response publishes exactly one randomized row per record; remove output.rows"
+            )
         if m.free_policy == "dp-marginal" and not m.free_epsilon > 0:
             raise ValueError("free_policy 'dp-marginal' needs free_epsilon > 0")
         return self

@@ -41,6 +41,8 @@ __all__ = [
     "count_event",
     "mechanism_budget",
     "noisy_count_lower_bound",
+    "oracle_config",
+    "oracle_parameters",
     "plan_release",
     "planning_n",
 ]
@@ -68,6 +70,12 @@ class ReleasePlan:
     costs: dict[str, ComposedCost]
     mode: str
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def progress_rounds(self) -> int:
+        """Rounds the mechanism reports progress for (FEM's data player plays ``T + 1`` times; RR has none)."""
+        rounds = int(self.parameters.get("rounds", 1))
+        return rounds + 1 if self.mechanism in ("fem", "sepfem") else rounds
 
     @property
     def charged(self) -> ComposedCost:
@@ -118,7 +126,8 @@ def noisy_count_lower_bound(noisy_count: float, *, epsilon: float, failure: floa
     return max(1, math.floor(noisy_count - math.log(1.0 / (2.0 * failure)) / epsilon))
 
 
-def _oracle(config: ReleaseConfig) -> OracleConfig:
+def oracle_config(config: ReleaseConfig) -> OracleConfig:
+    """The engine's oracle settings from ``[mechanism.oracle]`` (deterministic in seeded runs)."""
     settings = config.mechanism.oracle
     return OracleConfig(
         kind=settings.kind,
@@ -131,6 +140,13 @@ def _oracle(config: ReleaseConfig) -> OracleConfig:
         local_restarts=settings.local_restarts,
         fallback=settings.fallback,
     )
+
+
+def oracle_parameters(oracle: OracleConfig) -> dict[str, Any]:
+    """The oracle settings as JSON-friendly plan parameters."""
+    keys = ("kind", "time_limit", "num_workers", "deterministic", "deterministic_time_limit",
+            "max_presolve_iterations", "local_time_limit", "local_restarts", "fallback")
+    return {k: getattr(oracle, k) for k in keys}
 
 
 def mechanism_budget(config: ReleaseConfig) -> tuple[float | None, float]:
@@ -199,18 +215,14 @@ def _plan_dual_family(config: ReleaseConfig, n: int) -> ReleasePlan:
     costs = total(rounds)
     shared = {
         "eta": m.eta, "samples": m.samples, "rounds": rounds, "delta": delta,
-        "free_policy": m.free_policy, "free_epsilon": m.free_epsilon, "oracle": _oracle(config),
+        "free_policy": m.free_policy, "free_epsilon": m.free_epsilon, "oracle": oracle_config(config),
     }
     engine_config = DQRSConfig(topup_fraction=m.topup_fraction, **shared) if m.name == "dqrs" else DualQueryConfig(
         **shared
     )
     events = tuple(mechanism_events(m.name, rounds=rounds, **common))
     parameters = {k: v for k, v in shared.items() if k != "oracle"}
-    parameters["oracle"] = {
-        k: getattr(engine_config.oracle, k)
-        for k in ("kind", "time_limit", "num_workers", "deterministic", "deterministic_time_limit",
-                  "max_presolve_iterations", "local_time_limit", "local_restarts", "fallback")
-    }
+    parameters["oracle"] = oracle_parameters(engine_config.oracle)
     if m.name == "dqrs":
         parameters["topup_fraction"] = m.topup_fraction
     return ReleasePlan(
@@ -219,18 +231,20 @@ def _plan_dual_family(config: ReleaseConfig, n: int) -> ReleasePlan:
     )
 
 
-def plan_release(config: ReleaseConfig, *, n: int) -> ReleasePlan:
+def plan_release(config: ReleaseConfig, *, n: int, workload: Workload) -> ReleasePlan:
     """Plan the mechanism run for ``n`` records within :func:`mechanism_budget`.
 
     Args:
         config: The validated release config.
         n: Public number of records (declared, or :func:`planning_n` of a noisy count).
+        workload: The public workload (its domain and size shape the parameter rules of FEM and MWEM).
 
     Raises:
-        ConfigInvalidError: If the parameters cannot meet the target or are inconsistent.
+        ConfigInvalidError: If the parameters cannot meet the target or are inconsistent, or the mechanism
+            cannot run on the domain (MWEM's universe limit, randomized response's estimator noise).
     """
     if config.mechanism.name in ("dualquery", "dqrs"):
         return _plan_dual_family(config, n)
     from dqrelease.mechanisms import plan_other_mechanism
 
-    return plan_other_mechanism(config, n)
+    return plan_other_mechanism(config, n, workload)

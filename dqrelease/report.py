@@ -3,10 +3,15 @@
 The report is computed on the true private data, so it is **internal**: it says so on its first line, it is
 written next to (not inside) the published table's files, and it must not be released. It contains:
 max / mean / RMSE error over the workload's positive queries for the synthetic data and for the zeros,
-uniform and independent-Laplace (and Gaussian, with the run's ρ) baselines at the same budget; error per
-marginal; error versus round; solver status counts and solve times; privacy spent in paper and tight
-accounting. Formats: JSON, Markdown, and a self-contained HTML page with matplotlib plots embedded as
-base64 PNGs.
+uniform, independent-Laplace and independent-Gaussian baselines at the same budget; error per marginal;
+error versus round; solver status counts and solve times; privacy spent in paper and tight accounting.
+
+The release's answers are the workload answers of the synthetic records, except for randomized response:
+its published rows are the randomized records, whose raw answers are biased towards the uniform
+distribution, so its answers are seed 003's unbiased estimator applied to them (the report says so; the
+raw answers are the "published rows" line).
+
+Formats: JSON, Markdown, and a self-contained HTML page with matplotlib plots embedded as base64 PNGs.
 """
 
 from __future__ import annotations
@@ -30,8 +35,16 @@ from dq_engine.baselines import (
     uniform_answers,
     zeros_answers,
 )
+from dq_engine.defaults import largest_rho
+from dq_engine.randomized_response import estimate_answers
 
-__all__ = ["INTERNAL_BANNER", "build_error_report", "write_error_report"]
+__all__ = [
+    "INTERNAL_BANNER",
+    "build_error_report",
+    "gaussian_baseline_rho",
+    "release_answers",
+    "write_error_report",
+]
 
 INTERNAL_BANNER = (
     "INTERNAL - NOT FOR RELEASE: this report is computed on the true private data and is not differentially private."
@@ -44,6 +57,28 @@ def synthetic_answers(result: SynthesisResult, workload: Workload) -> np.ndarray
     return answer_records(workload, bits, result.weights)
 
 
+def release_answers(result: SynthesisResult, workload: Workload) -> tuple[np.ndarray, str]:
+    """The workload answers the release gives, and how they are computed (one line for the report)."""
+    if result.mechanism == "randomized_response":
+        return estimate_answers(result, workload), (
+            "Answers: seed 003's unbiased estimator (eq. 12) applied to the randomized records; the raw answers "
+            "of those records (the published rows) are biased towards the uniform distribution."
+        )
+    return synthetic_answers(result, workload), "Answers: the workload answers of the synthetic records."
+
+
+def gaussian_baseline_rho(tight: ComposedCost, delta: float) -> float:
+    """ρ of the Gaussian baseline at the run's budget.
+
+    The run's own zCDP ρ when its tight cost is that ρ's (ε, δ) conversion; for a pure-ε cost (δ = 0, e.g.
+    randomized response) the largest ρ whose optimal conversion fits (ε, ``delta``), ``delta`` being the
+    mechanism's target δ (a Gaussian mechanism has no pure-ε guarantee).
+    """
+    if tight.delta > 0 and tight.rho:
+        return float(tight.rho)
+    return largest_rho(tight.epsilon, delta)
+
+
 def build_error_report(
     *,
     data: Dataset,
@@ -54,6 +89,7 @@ def build_error_report(
     rng: np.random.Generator,
     release_name: str,
     run_id: str,
+    delta: float,
 ) -> dict[str, Any]:
     """Compute the report's numbers (internal).
 
@@ -67,9 +103,10 @@ def build_error_report(
         rng: Generator for the noisy baselines (their noise never leaves the report).
         release_name: Public name of the release.
         run_id: Run id.
+        delta: The mechanism's target δ (sizes the Gaussian baseline when the cost is pure ε).
     """
     truth = answer_workload(data, workload)
-    estimates = synthetic_answers(result, workload)
+    estimates, answers_note = release_answers(result, workload)
     tight = costs["tight"]
     rows: dict[str, dict[str, float]] = {"synthetic": error_summary(truth, estimates)}
     if published_codes is not None:
@@ -80,9 +117,9 @@ def build_error_report(
     laplace_epsilon = tight.epsilon
     laplace, _ = independent_laplace_answers(data, workload, truth, epsilon=laplace_epsilon, rng=rng)
     rows[f"independent Laplace (eps={laplace_epsilon:.3g})"] = error_summary(truth, laplace)
-    if tight.rho:
-        gaussian, _ = independent_gaussian_answers(data, workload, truth, rho=tight.rho, rng=rng)
-        rows[f"independent Gaussian (rho={tight.rho:.3g})"] = error_summary(truth, gaussian)
+    rho = gaussian_baseline_rho(tight, delta)
+    gaussian, _ = independent_gaussian_answers(data, workload, truth, rho=rho, rng=rng)
+    rows[f"independent Gaussian (rho={rho:.3g}, zCDP)"] = error_summary(truth, gaussian)
 
     per_marginal = per_marginal_max_error(workload, truth, estimates)
     names = workload.marginal_names()
@@ -99,6 +136,7 @@ def build_error_report(
         "parameters": result.parameters,
         "n": result.n,
         "workload": {"description": workload.description, "queries": len(workload), "marginals": workload.n_marginals},
+        "answers": answers_note,
         "errors": rows,
         "per_marginal_max_error": [
             {"marginal": names[i], "max_error": float(per_marginal[i])} for i in order
@@ -179,6 +217,8 @@ def _markdown(report: dict[str, Any]) -> str:
         f"({report['workload']['queries']:,} queries, {report['workload']['marginals']:,} marginals).",
         "",
         "## Error over the workload's positive queries",
+        "",
+        report["answers"],
         "",
         "| answers | max | mean | RMSE |",
         "|---|---:|---:|---:|",

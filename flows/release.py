@@ -62,7 +62,7 @@ class _Prepared:
 def _prepare(config_path: str, *, seed: int | None, output_directory: str | None, charge: bool) -> _Prepared:
     config, schema = load_release_config(config_path)
     workload = workload_from_config(config, schema)
-    plan = plan_privacy(config, int(config.privacy.n)) if config.privacy.n != "noisy" else None
+    plan = plan_privacy(config, int(config.privacy.n), workload) if config.privacy.n != "noisy" else None
     run = new_run(config, output=Path(output_directory) if output_directory else None)
     try:
         used_seed = seed if seed is not None else run_seed(config)
@@ -76,7 +76,7 @@ def _prepare(config_path: str, *, seed: int | None, output_directory: str | None
         if plan is None:  # n is private: charge and release a noisy count, then plan with its lower bound
             count_receipt, n_plan = count_records(config, data, run, rngs["count"])
             receipts.append(count_receipt)
-            plan = plan_privacy(config, n_plan)
+            plan = plan_privacy(config, n_plan, workload)
         if charge:
             receipts.append(charge_budget(config, plan, run))
     except BaseException:

@@ -14,7 +14,7 @@ from dq_engine import Dataset, SynthesisResult, Workload
 from dqrelease.config import ReleaseConfig, Schema
 from dqrelease.decode import decode_records
 from dqrelease.manifest import build_manifest, write_json
-from dqrelease.plan import ReleasePlan
+from dqrelease.plan import ReleasePlan, mechanism_budget
 from dqrelease.publish import write_outputs
 from dqrelease.report import INTERNAL_BANNER, build_error_report, write_error_report
 from dqrelease.runs import RunContext
@@ -69,7 +69,7 @@ def error_report(
     """Write the INTERNAL error report (JSON, Markdown, HTML) and a Prefect summary artifact."""
     report = build_error_report(
         data=data, workload=workload, result=result, costs=plan.costs, published_codes=published_codes, rng=rng,
-        release_name=config.name, run_id=run.run_id,
+        release_name=config.name, run_id=run.run_id, delta=mechanism_budget(config)[1],
     )
     write_error_report(report, run.staging_internal)
     # Prefect gets only public facts (privacy spent, solver behaviour) and where the internal report is.

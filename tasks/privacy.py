@@ -32,9 +32,9 @@ def workload_from_config(config: ReleaseConfig, schema: Schema) -> Workload:
 
 
 @task(name="plan-privacy", **TASK_OPTIONS)
-def plan_privacy(config: ReleaseConfig, n: int) -> ReleasePlan:
+def plan_privacy(config: ReleaseConfig, n: int, workload: Workload) -> ReleasePlan:
     """Fix the mechanism's parameters and privacy cost from public quantities only."""
-    plan = plan_release(config, n=n)
+    plan = plan_release(config, n=n, workload=workload)
     get_run_logger().info(
         "plan: %s, %s accounting, epsilon=%.4g delta=%.3g, rounds=%s",
         plan.mechanism, plan.mode, plan.charged.epsilon, plan.charged.delta, plan.parameters.get("rounds"),

@@ -36,7 +36,7 @@ def synthesize(
 ) -> SynthesisResult:
     """Run the planned mechanism on the private data."""
     logger = get_run_logger()
-    total = int(plan.parameters.get("rounds", 1))
+    total = plan.progress_rounds
     artifact = create_progress_artifact(0.0, description=f"{plan.mechanism}: rounds completed (%)")
     step = max(1, total // 50)
 

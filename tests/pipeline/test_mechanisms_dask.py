@@ -1,0 +1,54 @@
+"""FEM's oracle calls on a Dask cluster: the same output as serial and process-pool runs with the same seed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from distributed import LocalCluster
+
+from dq_engine import Dataset, Domain, FEMConfig, fem, make_rng, random_marginals
+from dqrelease.cluster import dask_executor
+from flows.release import release, run_release
+from tests.pipeline.test_mechanisms_pipeline import ADULT, SLICE_ROWS, SMALL_COLUMNS, _schema_text, _write
+
+pytestmark = pytest.mark.slow
+
+
+def test_fem_output_is_identical_serial_in_a_process_pool_and_on_a_dask_cluster():
+    domain = Domain.categorical({"a": 6, "b": 5, "c": 2, "d": 2, "e": 4})
+    data = Dataset.from_codes(domain, make_rng(1).integers(0, domain.sizes, size=(300, len(domain))))
+    workload = random_marginals(domain, 2, 4, make_rng(2))
+    config = FEMConfig(epsilon_0=0.1, noise_scale=1.0, samples=4, rounds=3, delta=1e-6, track_error=False)
+
+    serial = fem(data, workload, config, rng=make_rng(11))
+    pooled = fem(data, workload, replace(config, workers=2), rng=make_rng(11))
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        dask_executor(cluster.scheduler_address) as executor,
+    ):
+        on_dask = fem(data, workload, config, rng=make_rng(11), executor=executor)
+
+    assert [r.parameters["oracle_pool"] for r in (serial, pooled, on_dask)] == ["serial", "processes", "executor"]
+    np.testing.assert_array_equal(serial.records, pooled.records)
+    np.testing.assert_array_equal(serial.records, on_dask.records)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_fem_release_on_dask_runs_its_oracle_calls_there_and_reproduces_the_bytes(tmp_path: Path):
+    lines = (ADULT / "data" / "adult.data").read_text().splitlines()[:SLICE_ROWS]
+    (tmp_path / "adult-slice.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "schema.toml").write_text(_schema_text(SMALL_COLUMNS))
+    config = str(_write(tmp_path, "fem"))
+
+    alone = release(config, output_directory=str(tmp_path / "alone"))
+    on_dask = run_release(config, dask_address="local:2", output_directory=str(tmp_path / "dask"))
+
+    assert on_dask["outputs"]["parquet"]["sha256"] == alone["outputs"]["parquet"]["sha256"]
+    assert on_dask["outputs"]["csv"]["sha256"] == alone["outputs"]["csv"]["sha256"]
+    pools = [json.loads((Path(s["internal"]) / "error_report.json").read_text())["parameters"]["oracle_pool"]
+             for s in (alone, on_dask)]
+    assert pools == ["serial", "executor"]
