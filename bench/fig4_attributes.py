@@ -285,6 +285,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--eta", type=float, default=ETA, help="learning rate (default: the paper's 0.4)")
     parser.add_argument("--samples", type=int, default=None, help="fixed s for every size (default: s(d))")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the rows of other sizes already in --out (add a size without re-running the rest)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--one-out", type=Path, help=argparse.SUPPRESS)
@@ -321,6 +323,10 @@ def main() -> None:
         "rows": [],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.merge and args.out.exists():
+        previous = json.loads(args.out.read_text())
+        report["merged_from"] = {"command": previous["command"], "machine": previous["machine"]}
+        report["rows"] = [r for r in previous["rows"] if r["attributes"] not in sizes]
     scratch = args.out.with_suffix(".part.json")
     for d in sizes:
         for seed in range(args.seeds):
@@ -339,6 +345,7 @@ def main() -> None:
             )
             args.out.write_text(json.dumps(report, indent=1, default=float))  # partial results survive a crash
     scratch.unlink(missing_ok=True)
+    report["rows"].sort(key=lambda r: (r["attributes"], r["seed"]))
     report["machine"]["load_average_end"] = os.getloadavg()
     args.out.write_text(json.dumps(report, indent=1, default=float))
     write_csv(report["rows"], args.out.with_suffix(".csv"))
