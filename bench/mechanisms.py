@@ -14,16 +14,24 @@ exceeds the target; the paper-mode cost is reported next to it. No rule was tune
 constants were set from the papers and checked on the development proxy, a 48,842-row sample of KDD Cup 99
 (DualQuery authors' encoding) with 14 attributes of similar sizes, bucketed with fixed public edges.
 
-Outputs: ``bench/results/mechanisms.csv`` (one row per mechanism and ε) and ``bench/results/mechanisms.png``.
+Outputs: ``bench/results/mechanisms.csv`` (one row per mechanism and ε, appended and flushed as each run
+finishes, so a crash loses at most the run in progress), ``bench/results/mechanisms.json`` (command, versions,
+machine, load averages, start and end times) and ``bench/results/mechanisms.png``. ``--resume`` keeps the rows
+already in the CSV and runs only the missing (mechanism, ε) pairs; seeds depend on the mechanism's name and ε
+only, so a resumed run draws the same randomness as an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import datetime
 import json
 import math
+import os
 import pathlib
+import platform
+import subprocess
 import sys
 import time
 import traceback
@@ -257,6 +265,8 @@ class Row:
     records: int | None
     parameters: str
     note: str = ""
+    load_1min: float | None = None
+    """1-minute load average when the run started (other processes share the 2 cores)."""
 
 
 Runner = Callable[[Dataset, Workload, Public, np.random.Generator], tuple[np.ndarray, SynthesisResult | None, str]]
@@ -300,8 +310,56 @@ def _baseline(name: str, data: Dataset, workload: Workload, truth: np.ndarray, p
     return answers, approx_dp_from_zcdp(public.rho, public.delta), public.delta
 
 
-def run_benchmark(dataset: str, smoke: bool, epsilons: tuple[float, ...], mechanisms: list[str]) -> list[Row]:
-    """Run every mechanism and baseline at every ε; one row each (failures are rows too)."""
+def _seed(epsilon_index: int, offset: int) -> np.random.Generator:
+    """The generator of one run: fixed by the ε index and the mechanism's place in the full list."""
+    return make_rng(1000 * epsilon_index + offset)
+
+
+class RowWriter:
+    """Appends rows to the CSV and flushes after each one (a crash loses only the run in progress)."""
+
+    FIELDS = tuple(Row.__dataclass_fields__)
+
+    def __init__(self, path: pathlib.Path, *, resume: bool) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.done: dict[tuple[str, float], Row] = {}
+        if resume and path.exists():
+            for record in csv.DictReader(path.open()):
+                row = _row_from_csv(record)
+                self.done[(row.mechanism, row.epsilon)] = row
+        self.path = path
+        self.handle = path.open("a" if resume and path.exists() else "w", newline="")
+        self.writer = csv.DictWriter(self.handle, fieldnames=self.FIELDS)
+        if not (resume and self.done):
+            self.writer.writeheader()
+            self.handle.flush()
+
+    def write(self, row: Row) -> None:
+        """Append one row and flush it to disk."""
+        self.writer.writerow(row.__dict__)
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+
+    def close(self) -> None:
+        """Close the file."""
+        self.handle.close()
+
+
+def _row_from_csv(record: dict[str, str]) -> Row:
+    def number(key: str, kind: type = float):
+        return kind(record[key]) if record.get(key) not in (None, "") else None
+
+    return Row(
+        record["dataset"], record["mechanism"], float(record["epsilon"]), float(record["delta"]), record["status"],
+        number("max_error"), number("mean_error"), float(record["seconds"]), number("tight_epsilon"),
+        number("paper_epsilon"), number("paper_delta"), number("records", int), record["parameters"],
+        record.get("note", ""), number("load_1min"),
+    )
+
+
+def run_benchmark(dataset: str, smoke: bool, epsilons: tuple[float, ...], mechanisms: list[str],
+                  writer: RowWriter) -> list[Row]:
+    """Run every mechanism and baseline at every ε; one row each (failures are rows too), written as they finish."""
     if smoke:
         data = load_adult(("workclass", "education-num", "marital-status", "relationship", "race", "sex"))
         workload = random_marginals(data.domain, 3, 8, make_rng(WORKLOAD_SEED))
@@ -311,51 +369,117 @@ def run_benchmark(dataset: str, smoke: bool, epsilons: tuple[float, ...], mechan
     truth = answer_workload(data, workload)
     delta = 1.0 / data.n**2
     rows: list[Row] = []
-    for e_index, epsilon in enumerate(epsilons):
+
+    def keep(row: Row) -> None:
+        writer.write(row)
+        rows.append(row)
+
+    for epsilon in epsilons:
+        e_index = epsilon_index(epsilon)
         public = Public(data.n, epsilon, delta, data.domain, len(workload), workload.n_marginals, smoke)
         for b_index, name in enumerate(BASELINES):
-            rng = make_rng(1000 * e_index + b_index)
-            answers, tight, paper_delta = _baseline(name, data, workload, truth, public, rng)
+            if (name, epsilon) in writer.done:
+                rows.append(writer.done[(name, epsilon)])
+                continue
+            answers, tight, paper_delta = _baseline(name, data, workload, truth, public, _seed(e_index, b_index))
             error = np.abs(answers - truth)
-            rows.append(Row(dataset, name, epsilon, delta, "ok", float(error.max()), float(error.mean()), 0.0,
-                            tight, tight, paper_delta, None, "{}"))
-        for m_index, name in enumerate(mechanisms):
+            keep(Row(dataset, name, epsilon, delta, "ok", float(error.max()), float(error.mean()), 0.0,
+                     tight, tight, paper_delta, None, "{}", load_1min=os.getloadavg()[0]))
+        for name in mechanisms:
+            if (name, epsilon) in writer.done:
+                rows.append(writer.done[(name, epsilon)])
+                continue
+            load = os.getloadavg()[0]
             began = time.perf_counter()
             try:
-                rng = make_rng(1000 * e_index + 100 + m_index)
+                rng = _seed(e_index, 100 + list(MECHANISMS).index(name))
                 answers, result, note = MECHANISMS[name](data, workload, public, rng)
             except UniverseTooLargeError as refusal:
-                rows.append(Row(dataset, name, epsilon, delta, "refused", None, None, time.perf_counter() - began,
-                                None, None, None, None, "{}", str(refusal)))
+                keep(Row(dataset, name, epsilon, delta, "refused", None, None, time.perf_counter() - began,
+                         None, None, None, None, "{}", str(refusal), load))
                 print(f"eps={epsilon:<5} {name:<22} refused: {refusal}", flush=True)
                 continue
             except Exception as failure:  # a failing mechanism is reported, the benchmark goes on
                 traceback.print_exc()
-                rows.append(Row(dataset, name, epsilon, delta, "failed", None, None, time.perf_counter() - began,
-                                None, None, None, None, "{}", f"{type(failure).__name__}: {failure}"))
+                keep(Row(dataset, name, epsilon, delta, "failed", None, None, time.perf_counter() - began,
+                         None, None, None, None, "{}", f"{type(failure).__name__}: {failure}", load))
                 continue
             seconds = time.perf_counter() - began
             error = np.abs(answers - truth)
             status = "ok" if seconds <= TIME_BUDGET else "over-time"
-            rows.append(Row(
+            keep(Row(
                 dataset, name, epsilon, delta, status, float(error.max()), float(error.mean()), seconds,
                 result.costs["tight"].epsilon, result.costs["paper"].epsilon, result.costs["paper"].delta,
-                int(result.records.shape[0]), json.dumps(result.parameters, default=str), note,
+                int(result.records.shape[0]), json.dumps(result.parameters, default=str), note, load,
             ))
             print(f"eps={epsilon:<5} {name:<22} max={error.max():.4f} mean={error.mean():.6f} {seconds:6.1f}s "
-                  f"tight={result.costs['tight'].epsilon:.4f}", flush=True)
+                  f"tight={result.costs['tight'].epsilon:.4f} load={load:.2f}", flush=True)
     return rows
 
 
-def write_csv(rows: list[Row], path: pathlib.Path) -> None:
-    """One row per (mechanism, ε)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fields = list(Row.__dataclass_fields__)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow(row.__dict__)
+def epsilon_index(epsilon: float) -> int:
+    """Position of ε in :data:`EPSILONS` (seeds depend on it), or a stable index above them for other values."""
+    for index, known in enumerate(EPSILONS):
+        if math.isclose(epsilon, known):
+            return index
+    return len(EPSILONS) + round(epsilon * 1000)
+
+
+def environment(argv: list[str]) -> dict:
+    """Command, versions and machine, recorded beside the CSV."""
+    import ortools
+    import scipy
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT,
+                                check=False).stdout.strip()
+    except OSError:
+        commit = ""
+    return {
+        "command": " ".join([".venv/bin/python", "bench/mechanisms.py", *argv]),
+        "git_commit": commit,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "pandas": pd.__version__,
+        "scipy": scipy.__version__,
+        "ortools": ortools.__version__,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "load_average_start": os.getloadavg(),
+    }
+
+
+def markdown_tables(rows: list[Row]) -> str:
+    """The docs tables: max error by mechanism and ε, then every row with mean error, time and costs."""
+    epsilons = sorted({row.epsilon for row in rows})
+    names = list(dict.fromkeys(row.mechanism for row in rows))
+    by_key = {(row.mechanism, row.epsilon): row for row in rows}
+
+    def cell(value: float | None, digits: int) -> str:
+        return "–" if value is None else f"{value:.{digits}f}"
+
+    lines = ["| mechanism | " + " | ".join(f"ε = {e:g}" for e in epsilons) + " |",
+             "|---|" + "---|" * len(epsilons)]
+    for name in names:
+        cells = []
+        for epsilon in epsilons:
+            row = by_key.get((name, epsilon))
+            cells.append("–" if row is None else row.status if row.max_error is None else cell(row.max_error, 4))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "| mechanism | ε | max | mean | wall s | tight ε | paper ε (δ) | load 1 min |",
+              "|---|---|---|---|---|---|---|---|"]
+    for name in names:
+        for epsilon in epsilons:
+            row = by_key.get((name, epsilon))
+            if row is None:
+                continue
+            paper = "–" if row.paper_epsilon is None else f"{row.paper_epsilon:.3f} ({row.paper_delta or 0:.2g})"
+            seconds = "–" if name in BASELINES else f"{row.seconds:.1f}"
+            lines.append(f"| {name} | {epsilon:g} | {row.status if row.max_error is None else cell(row.max_error, 4)} "
+                         f"| {cell(row.mean_error, 7)} | {seconds} | {cell(row.tight_epsilon, 4)} | {paper} "
+                         f"| {cell(row.load_1min, 1)} |")
+    return "\n".join(lines) + "\n"
 
 
 def plot(rows: list[Row], path: pathlib.Path, title: str) -> None:
@@ -366,21 +490,24 @@ def plot(rows: list[Row], path: pathlib.Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(8, 5.5))
-    names = list(dict.fromkeys(row.mechanism for row in rows))
-    for name in names:
+    names = [name for name in dict.fromkeys(row.mechanism for row in rows) if name != "zeros"]
+    colours = plt.get_cmap("tab10").colors
+    for index, name in enumerate(names):
         points = sorted((r.epsilon, r.max_error) for r in rows if r.mechanism == name and r.max_error is not None)
-        if not points or name == "zeros":
+        if not points:
             continue
         style = "--" if name in BASELINES else "-"
-        axis.plot([p[0] for p in points], [p[1] for p in points], style, marker="o", markersize=3, label=name)
-    references = {
-        "FEM authors (best of grid)": ([0.1, 1.0], [0.166, 0.0985]),
-        "AIM (smartnoise)": ([0.1], [0.132]),
-        "MST (smartnoise)": ([0.1, 1.0], [0.225, 0.164]),
-        "target": ([0.1, 1.0], [0.12, 0.05]),
+        axis.plot([p[0] for p in points], [p[1] for p in points], style, marker="o", markersize=3, label=name,
+                  color=colours[index % len(colours)])
+    references = {  # (ε values, max errors, marker): numbers quoted in the issue, not run here
+        "FEM authors (best of grid, tuned)": ([0.1, 1.0], [0.166, 0.0985], "x"),
+        "AIM (smartnoise, ε = 0.1 only)": ([0.1], [0.132], "+"),
+        "MST (smartnoise)": ([0.1, 1.0], [0.225, 0.164], "1"),
+        "independent Laplace (issue)": ([0.1, 1.0], [0.203, 0.020], "^"),
+        "target": ([0.1, 1.0], [0.12, 0.05], "*"),
     }
-    for label, (xs, ys) in references.items():
-        axis.scatter(xs, ys, marker="*" if label == "target" else "x", s=80, label=label, zorder=5)
+    for label, (xs, ys, marker) in references.items():
+        axis.scatter(xs, ys, marker=marker, s=90, label=label, zorder=5, color="red" if label == "target" else "black")
     axis.set_xscale("log")
     axis.set_yscale("log")
     axis.set_xlabel("ε (δ = 1/n²)")
@@ -403,11 +530,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mechanisms", nargs="+", choices=list(MECHANISMS), default=list(MECHANISMS))
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "bench" / "results" / "mechanisms.csv")
     parser.add_argument("--plot", type=pathlib.Path, default=None, help="PNG path (default: beside the CSV)")
+    parser.add_argument("--resume", action="store_true", help="keep the CSV's rows and run only the missing ones")
+    parser.add_argument("--replot", action="store_true", help="only redraw the plot from the existing CSV")
+    parser.add_argument("--markdown", action="store_true", help="only print the docs tables from the existing CSV")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     epsilons = tuple(args.epsilons) if args.epsilons else ((1.0,) if args.smoke else EPSILONS)
-    rows = run_benchmark(args.dataset, args.smoke, epsilons, args.mechanisms)
-    write_csv(rows, args.out)
     title = "smoke run" if args.smoke else f"{args.dataset}: 64 random 3-way marginals"
+    if args.markdown:
+        print(markdown_tables([_row_from_csv(record) for record in csv.DictReader(args.out.open())]), end="")
+        return 0
+    if args.replot:
+        plot([_row_from_csv(record) for record in csv.DictReader(args.out.open())],
+             args.plot or args.out.with_suffix(".png"), title)
+        return 0
+    meta_path = args.out.with_suffix(".json")
+    meta = environment(argv)
+    writer = RowWriter(args.out, resume=args.resume)
+    try:
+        rows = run_benchmark(args.dataset, args.smoke, epsilons, args.mechanisms, writer)
+    finally:
+        writer.close()
+    meta["finished"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    meta["load_average_end"] = os.getloadavg()
+    if args.resume and meta_path.exists():
+        meta = {**json.loads(meta_path.read_text()), "resumed": meta}
+    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     plot(rows, args.plot or args.out.with_suffix(".png"), title)
     return 0 if all(row.status in ("ok", "refused") for row in rows) else 1
 

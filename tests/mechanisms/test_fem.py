@@ -75,6 +75,34 @@ def test_fem_reports_oracle_calls_that_were_not_proven_optimal(adult_slice):
     assert [d.sampled for d in result.diagnostics] == [1, 2, 3]  # q_0, then one selection per round
 
 
+@pytest.mark.parametrize("epsilon", [0.1, 1.0])
+def test_fem_makes_exactly_the_charged_number_of_selections_and_stays_within_the_target(
+    adult_slice, monkeypatch, epsilon
+):
+    # The reference code checks the budget before each draw; Algorithm 1 read literally draws a (T+1)-th query
+    # nothing uses. Count the private draws the run really makes and compare them with what it was charged for.
+    from dq_engine.exponential_mechanism import SparseSignedSelector
+
+    draws = []
+    original = SparseSignedSelector.select
+
+    def counting_select(self, *args, **kwargs):
+        draws.append(kwargs["epsilon"])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SparseSignedSelector, "select", counting_select)
+    epsilon_0, rounds = calibrate_fem(epsilon=epsilon, delta=DELTA, mode="tight", rounds=5)
+    config = FEMConfig(epsilon_0=epsilon_0, noise_scale=1.0, samples=2, rounds=rounds, delta=DELTA,
+                       track_error=False)
+    result = fem(adult_slice.data, adult_slice.workload, config, rng=make_rng(8))
+    assert draws == [epsilon_0] * rounds
+    (event,) = result.events
+    assert event.count == rounds and event.epsilon == epsilon_0
+    assert result.costs["tight"].epsilon <= epsilon
+    charged_one_more = compose(fem_events(epsilon_0, rounds + 1), mode="tight", delta=DELTA).epsilon
+    assert charged_one_more > epsilon  # the calibration left no room for the reference code's extra draw
+
+
 # ---------------------------------------------------------------------- the perturbed oracle
 @pytest.mark.parametrize("perturbation", ["exponential", "laplace", "separator-laplace"])
 def test_perturbed_best_response_matches_brute_force(perturbation):
