@@ -15,7 +15,7 @@ Usage::
 
     .venv/bin/python bench/kdd99_pipeline.py --out bench/results/kdd99_pipeline.json
 
-``--smoke``: 20,000 queries, s = 100, ε = 0.1, first 20,000 rows of the file (tests/bench/test_scale_smoke.py).
+``--smoke``: 20,000 queries, s = 100, ε = 0.1, first 20,000 rows of the file (tests/bench/test_scale_smoke_fig23.py).
 """
 
 from __future__ import annotations

@@ -86,6 +86,9 @@ def run_dualquery_timed(data: Dataset, workload: Workload, true_answers: np.ndar
     oracle_stats = {
         "median_seconds": float(np.median(oracle)), "p95_seconds": float(np.percentile(oracle, 95)),
         "max_seconds": float(oracle.max()),
+        "local_search_seconds": float(sum(d.local_seconds for d in diagnostics)),
+        "cpsat_seconds": float(sum(d.solver_seconds for d in diagnostics)),
+        "cpsat_calls": sum(d.status not in ("NOT_RUN", "SKIPPED_DENSE") for d in diagnostics),
         "sources": {s: sum(d.source == s for d in diagnostics) for s in sorted({d.source for d in diagnostics})},
         "statuses": {s: sum(d.status == s for d in diagnostics) for s in sorted({d.status for d in diagnostics})},
         "rounds_with_bound": len(objective_gap),
