@@ -8,7 +8,8 @@ One command (full run, sequential, about half an hour on 2 cores):
 minute; ``--dataset kdd-proxy`` runs the *development proxy* (below) instead of ADULT.
 
 Every mechanism gets ONE fixed parameter rule computed from public quantities only: ``n``, the target
-(ε, δ), the domain, the number of queries ``N`` and marginals ``M`` (see ``RULES`` and docs/benchmarks.md).
+(ε, δ), the domain, the number of queries ``N`` and marginals ``M`` (the ``rule_*`` functions below; FEM, sepFEM,
+MWEM and MWEM on particles are the release pipeline's defaults from ``dq_engine/defaults.py``; docs/benchmarks.md).
 Budgets are calibrated in tight mode (zCDP, optimal conversion) so that the reported tight cost never
 exceeds the target; the paper-mode cost is reported next to it. No rule was tuned on ADULT: the free
 constants were set from the papers and checked on the development proxy, a 48,842-row sample of KDD Cup 99
@@ -61,10 +62,11 @@ from dq_engine.baselines import (
     uniform_answers,
     zeros_answers,
 )
+from dq_engine.defaults import PublicQuantities, fem_config, mwem_config, mwem_particles_config, sepfem_config
 from dq_engine.errors import UniverseTooLargeError
-from dq_engine.fem import FEMConfig, calibrate_fem, fem
+from dq_engine.fem import FEMConfig, fem
 from dq_engine.marginal_tables import MarginalIndex
-from dq_engine.mwem import MWEMConfig, calibrate_mwem, mwem
+from dq_engine.mwem import MWEMConfig, mwem
 from dq_engine.randomized_response import RandomizedResponseConfig, estimate_answers, randomized_response
 from dq_engine.results import SynthesisResult
 from dq_engine.sepfem import SepFEMConfig, sepfem
@@ -123,29 +125,11 @@ def load_kdd_proxy(n: int = 48_842, seed: int = 0) -> Dataset:
 
 
 # ---------------------------------------------------------------------- public quantities and rules
-@dataclass(frozen=True)
-class Public:
-    """Everything a rule may look at: no private value."""
+@dataclass(frozen=True, kw_only=True)
+class Public(PublicQuantities):
+    """Everything a rule may look at (no private value), and whether this is a smoke run (tiny sizes)."""
 
-    n: int
-    epsilon: float
-    delta: float
-    domain: Domain
-    n_queries: int
-    n_marginals: int
-    smoke: bool
-
-    @property
-    def rho(self) -> float:
-        """Largest zCDP ρ whose optimal (ε, δ) conversion is within the target (bisection, exact check)."""
-        low, high = 0.0, self.epsilon
-        for _ in range(80):
-            middle = 0.5 * (low + high)
-            if approx_dp_from_zcdp(middle, self.delta) <= self.epsilon:
-                low = middle
-            else:
-                high = middle
-        return low
+    smoke: bool = False
 
 
 def rule_dualquery(public: Public) -> DualQueryConfig:
@@ -172,78 +156,29 @@ def rule_dqrs(public: Public) -> DQRSConfig:
                       track_error=False)
 
 
-def fem_rounds(public: Public, cap: int) -> int:
-    """``T = n √(8ρ) / (2 ln 2N)``, clamped to [10, cap].
-
-    Balances the exponential mechanism's selection error ``2 ln(2N) / (n ε₀)`` with ``ε₀ = √(8ρ/T)`` (tight
-    mode) against a ``1/√T`` regret term. The cap is what the oracle time allows: a call's CP-SAT time grows
-    with the number of selected queries (about 150 ms per call at 100 clauses on the proxy).
-    """
-    if public.smoke:
-        return 3
-    ideal = public.n * math.sqrt(8 * public.rho) / (2 * math.log(2 * public.n_queries))
-    return int(min(cap, max(10, round(ideal))))
-
-
-def _ftpl_oracle() -> OracleConfig:
-    """CP-SAT alone, one worker per call, deterministic limit 0.2 (reproducible, bounded per call)."""
-    return OracleConfig(kind="cpsat", num_workers=1, deterministic=True, deterministic_time_limit=0.2)
-
-
+# FEM, sepFEM, MWEM and MWEM on particles use the pipeline's default rules (dq_engine/defaults.py, where each
+# constant is explained); the benchmark only shrinks them in smoke runs and runs the oracle calls on 2 processes.
 def rule_fem(public: Public) -> FEMConfig:
-    """T from :func:`fem_rounds` (cap 120), ε₀ calibrated to the target, η = 1, s = clamp(1500 // (T + 1), 4, 50)."""
-    rounds = fem_rounds(public, cap=120)
-    epsilon_0, rounds = calibrate_fem(epsilon=public.epsilon, delta=public.delta, mode="tight", rounds=rounds)
-    samples = 3 if public.smoke else int(min(50, max(4, 1500 // (rounds + 1))))
-    return FEMConfig(epsilon_0=epsilon_0, noise_scale=1.0, samples=samples, rounds=rounds, delta=public.delta,
-                     oracle=_ftpl_oracle(), workers=1 if public.smoke else 2, track_error=False)
+    """:func:`dq_engine.defaults.fem_config` (T = 3 and s = 3 in smoke runs), 2 oracle processes."""
+    smoke = 3 if public.smoke else None
+    return fem_config(public, rounds=smoke, samples=smoke, workers=1 if public.smoke else 2, track_error=False)
 
 
 def rule_sepfem(public: Public) -> SepFEMConfig:
-    """FEM's rule with T capped at 100 and Laplace scale η = 0.5 on the separator queries."""
-    rounds = fem_rounds(public, cap=100)
-    epsilon_0, rounds = calibrate_fem(epsilon=public.epsilon, delta=public.delta, mode="tight", rounds=rounds)
-    samples = 3 if public.smoke else int(min(50, max(4, 1500 // (rounds + 1))))
-    return SepFEMConfig(epsilon_0=epsilon_0, noise_scale=0.5, samples=samples, rounds=rounds, delta=public.delta,
-                        oracle=_ftpl_oracle(), workers=1 if public.smoke else 2, track_error=False)
+    """:func:`dq_engine.defaults.sepfem_config` (T = 3 and s = 3 in smoke runs), 2 oracle processes."""
+    smoke = 3 if public.smoke else None
+    return sepfem_config(public, rounds=smoke, samples=smoke, workers=1 if public.smoke else 2, track_error=False)
 
 
 def rule_mwem(public: Public) -> MWEMConfig:
-    """MWEM as published (universe, Laplace, one query per round, HLM's even split), T = 15 as in seed 000's
-    comparison, 10 history-replay sweeps per round (HLM's improvement)."""
-    budget = calibrate_mwem(epsilon=public.epsilon, delta=public.delta, rounds=15, mode="tight")
-    return MWEMConfig(rounds=15, replay_sweeps=10, delta=public.delta, track_error=False, **budget)
-
-
-def mwem_particle_rounds(public: Public) -> int:
-    """``T = ⌊0.63 ρ (0.01 n)²⌋`` clamped to [8, min(M, 40)].
-
-    With 63 % of ρ for the measurements (0.9 x 0.7, shares below), each measured cell then gets Gaussian noise of
-    standard deviation about 1 % of ``n``; more rounds would only add noise, fewer would leave marginals
-    unmeasured. 40 rounds is what the history replays allow in the time budget.
-    """
-    if public.smoke:
-        return 3
-    ideal = math.floor(0.63 * public.rho * (0.01 * public.n) ** 2)
-    return int(min(min(public.n_marginals, 40), max(8, ideal)))
+    """:func:`dq_engine.defaults.mwem_config`: MWEM as published, T = 15, 10 history replays per round."""
+    return mwem_config(public, track_error=False)
 
 
 def rule_mwem_particles(public: Public) -> MWEMConfig:
-    """MWEM on resampled particles (see docs/benchmarks.md for every constant).
-
-    10 % of ρ for the prior's noisy one-way marginals, 30 % of the rest for the selections, 70 % for
-    Gaussian measurements of the selected marginals; 200,000 particles from a 20 % uniform / 80 % noisy
-    product prior; λ = 2; one history replay per round, 10 at the end; one Metropolis-Hastings sweep per
-    round.
-    """
-    rounds = mwem_particle_rounds(public)
-    budget = calibrate_mwem(epsilon=public.epsilon, delta=public.delta, rounds=rounds, mode="tight",
-                            measure_noise="gaussian", select_share=0.3, support_share=0.1)
-    return MWEMConfig(
-        rounds=rounds, measure_noise="gaussian", measure="marginal", learning_rate=2.0, replay_sweeps=1,
-        final_sweeps=10, support="sampled", support_size=2_000 if public.smoke else 200_000, support_mix=0.2,
-        support_moves=1, delta=public.delta, track_error=False, **budget,
-    )
+    """:func:`dq_engine.defaults.mwem_particles_config` (T = 3 and 2,000 particles in smoke runs)."""
+    return mwem_particles_config(public, rounds=3 if public.smoke else None,
+                                 support_size=2_000 if public.smoke else None, track_error=False)
 
 
 # ---------------------------------------------------------------------- running
@@ -376,7 +311,8 @@ def run_benchmark(dataset: str, smoke: bool, epsilons: tuple[float, ...], mechan
 
     for epsilon in epsilons:
         e_index = epsilon_index(epsilon)
-        public = Public(data.n, epsilon, delta, data.domain, len(workload), workload.n_marginals, smoke)
+        public = Public(n=data.n, epsilon=epsilon, delta=delta, domain=data.domain, n_queries=len(workload),
+                        n_marginals=workload.n_marginals, smoke=smoke)
         for b_index, name in enumerate(BASELINES):
             if (name, epsilon) in writer.done:
                 rows.append(writer.done[(name, epsilon)])

@@ -1,11 +1,11 @@
-"""Default parameter rules of FEM, sepFEM and MWEM, computed from public quantities only.
+"""Default parameter rules of FEM, sepFEM, MWEM and MWEM on particles, computed from public quantities only.
 
-One rule per mechanism, shared by the release pipeline and ``bench/mechanisms.py`` (whose ``RULES`` a test
-compares with these). A rule may look at :class:`PublicQuantities` only: the public ``n``, the target
-(ε, δ), the domain, the number of queries ``N`` and of marginals ``M``; never at the data. Every budget is
-calibrated on the exact composed cost in the requested accounting mode, so a rule's cost never exceeds
-the target. Any parameter given explicitly replaces the rule's value and the remaining ones are
-calibrated around it.
+One rule per mechanism, used by the release pipeline and by ``bench/mechanisms.py`` (which imports them,
+so the benchmarked configurations are the pipeline's defaults). A rule may look at :class:`PublicQuantities`
+only: the public ``n``, the target (ε, δ), the domain, the number of queries ``N`` and of marginals ``M``;
+never at the data. Every budget is calibrated on the exact composed cost in the requested accounting mode,
+so a rule's cost never exceeds the target. Any parameter given explicitly replaces the rule's value and the
+remaining ones are calibrated around it.
 
 * **FEM / sepFEM** (seed 004): ``T = n √(8ρ) / (2 ln 2N)`` clamped to ``[10, cap]`` (:func:`fem_rounds`),
   ε₀ calibrated to the target, ``s = clamp(1500 // (T + 1), 4, 50)`` oracle calls per round, perturbation
@@ -14,6 +14,12 @@ calibrated around it.
 * **MWEM** (Hardt, Ligett & McSherry 2012): as published (whole universe, Laplace, one query per round,
   even select/measure split), ``T = 15`` as in the DualQuery paper's comparison, 10 history-replay sweeps
   per round (HLM's improvement).
+* **MWEM on particles** (``support="sampled"`` with resample-move refreshes, :mod:`dq_engine.mwem`):
+  ``T = ⌊0.63 ρ (0.01 n)²⌋`` clamped to ``[8, min(M, 40)]`` (:func:`mwem_particle_rounds`); 10 % of ρ for
+  the prior's noisy one-way marginals, of the rest 30 % for exponential-mechanism selections and 70 % for
+  Gaussian measurements of the whole selected marginal; 200,000 particles from a 20 % uniform / 80 % noisy
+  product prior; λ = 2; one history replay per round and 10 at the end; one Metropolis-Hastings sweep per
+  round. The best mechanism of ``bench/mechanisms.py`` on ADULT (docs/benchmarks.md, ``## Mechanisms``).
 
 The constants were set from the papers and checked on ``bench/mechanisms.py``'s development proxy (a KDD
 Cup 99 sample), not tuned on the benchmark data; the docstrings below give each one's reason.
@@ -35,6 +41,8 @@ from dq_engine.sepfem import SepFEMConfig
 __all__ = [
     "FEM_NOISE_SCALE",
     "FEM_ROUNDS_CAP",
+    "MWEM_PARTICLES_ROUNDS_CAP",
+    "MWEM_PARTICLES_SUPPORT_SIZE",
     "MWEM_REPLAY_SWEEPS",
     "MWEM_ROUNDS",
     "SEPFEM_NOISE_SCALE",
@@ -46,6 +54,8 @@ __all__ = [
     "ftpl_samples",
     "largest_rho",
     "mwem_config",
+    "mwem_particle_rounds",
+    "mwem_particles_config",
     "sepfem_config",
 ]
 
@@ -61,6 +71,10 @@ MWEM_ROUNDS = 15
 """T of MWEM's rule (the DualQuery paper's MWEM comparison)."""
 MWEM_REPLAY_SWEEPS = 10
 """History-replay sweeps per MWEM round."""
+MWEM_PARTICLES_ROUNDS_CAP = 40
+"""Largest T of MWEM on particles (what the history replays allow in about a minute on 2 cores)."""
+MWEM_PARTICLES_SUPPORT_SIZE = 200_000
+"""Particles of MWEM on particles (about 1.6 MB per attribute as int64 codes)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,4 +236,48 @@ def mwem_config(
     budget = calibrate_mwem(epsilon=public.epsilon, delta=public.delta, rounds=rounds, mode=mode)
     return MWEMConfig(
         rounds=rounds, replay_sweeps=MWEM_REPLAY_SWEEPS, delta=public.delta, track_error=track_error, **budget
+    )
+
+
+def mwem_particle_rounds(public: PublicQuantities) -> int:
+    """``T = ⌊0.63 ρ (0.01 n)²⌋`` clamped to ``[8, min(M, 40)]``.
+
+    With 63 % of ρ for the measurements (0.9 x 0.7, shares in :func:`mwem_particles_config`), each measured
+    cell then gets Gaussian noise of standard deviation about 1 % of ``n``; more rounds would only add noise,
+    fewer would leave marginals unmeasured. 40 rounds is what the history replays allow in the time budget.
+    """
+    ideal = math.floor(0.63 * public.rho * (0.01 * public.n) ** 2)
+    return int(min(min(public.n_marginals, MWEM_PARTICLES_ROUNDS_CAP), max(8, ideal)))
+
+
+def mwem_particles_config(
+    public: PublicQuantities,
+    *,
+    mode: AccountingMode = "tight",
+    rounds: int | None = None,
+    support_size: int | None = None,
+    track_error: bool = True,
+) -> MWEMConfig:
+    """The rule of MWEM on particles (see the module docstring); explicit arguments replace the rule's values.
+
+    Privacy: the prior's one-way marginals, ``T`` exponential-mechanism selections and ``T`` Gaussian
+    measurements are the only steps that read the data (:func:`dq_engine.mwem.mwem_events`); resampling and
+    Metropolis-Hastings moves of the particles use only those noisy results (post-processing).
+
+    Raises:
+        AccountingError: If no positive budget fits the target.
+        ConfigError: Without a target ε.
+    """
+    if public.epsilon is None:
+        raise ConfigError("the rule of MWEM on particles needs a target epsilon")
+    rounds = mwem_particle_rounds(public) if rounds is None else rounds
+    budget = calibrate_mwem(
+        epsilon=public.epsilon, delta=public.delta, rounds=rounds, mode=mode, measure_noise="gaussian",
+        select_share=0.3, support_share=0.1,
+    )
+    return MWEMConfig(
+        rounds=rounds, measure_noise="gaussian", measure="marginal", learning_rate=2.0, replay_sweeps=1,
+        final_sweeps=10, support="sampled",
+        support_size=MWEM_PARTICLES_SUPPORT_SIZE if support_size is None else support_size, support_mix=0.2,
+        support_moves=1, delta=public.delta, track_error=track_error, **budget,
     )

@@ -277,7 +277,7 @@ class OracleSettings(_Model):
 class MechanismConfig(_Model):
     """The synthesizer and its parameters (keys a mechanism does not use are errors)."""
 
-    name: Literal["dualquery", "dqrs", "fem", "sepfem", "mwem", "randomized_response"] = Field(
+    name: Literal["dualquery", "dqrs", "fem", "sepfem", "mwem", "mwem-particles", "randomized_response"] = Field(
         default="dualquery", description="The synthesizer (README, section Mechanisms)."
     )
     eta: float | None = Field(
@@ -295,7 +295,8 @@ class MechanismConfig(_Model):
         default=None, ge=1,
         description=(
             "Rounds T. DualQuery/DQRS: the largest that fits privacy.epsilon if omitted; FEM/sepFEM: "
-            "n sqrt(8 rho) / (2 ln 2N) in [10, 120 / 100]; MWEM: 15."
+            "n sqrt(8 rho) / (2 ln 2N) in [10, 120 / 100]; MWEM: 15; MWEM on particles: "
+            "floor(0.63 rho (0.01 n)^2) in [8, min(M, 40)]."
         ),
     )
     epsilon_0: float | None = Field(
@@ -328,6 +329,7 @@ MECHANISM_KEYS = {
     "fem": {"eta", "samples", "rounds", "epsilon_0", "workers", "oracle"},
     "sepfem": {"eta", "samples", "rounds", "epsilon_0", "workers", "oracle"},
     "mwem": {"rounds"},
+    "mwem-particles": {"rounds"},
     "randomized_response": set(),
 }
 """The [mechanism] keys each mechanism reads (besides ``name``)."""
@@ -417,14 +419,17 @@ class ReleaseConfig(_Model):
             if m.rounds is None and self.privacy.epsilon is None:
                 raise ValueError("give mechanism.rounds or privacy.epsilon (T is then the largest that fits)")
         elif self.privacy.n == "noisy":
-            # these engines scale their noise with n itself, and randomized response publishes one row per record
+            reason = (
+                "it publishes one randomized row per record" if m.name == "randomized_response"
+                else "its engine scales its selection scores and noise by the true number of records"
+            )
             raise ValueError(
-                f"mechanism {m.name!r} needs a public n: set privacy.n to the number of records and "
+                f"mechanism {m.name!r} needs a public n ({reason}): set privacy.n to the number of records and "
                 "neighbouring = 'replace-one'"
             )
         if m.name in ("fem", "sepfem") and self.privacy.epsilon is None and (m.rounds is None or m.epsilon_0 is None):
             raise ValueError(f"mechanism {m.name!r} needs privacy.epsilon, or both mechanism.rounds and epsilon_0")
-        if m.name in ("mwem", "randomized_response") and self.privacy.epsilon is None:
+        if m.name in ("mwem", "mwem-particles", "randomized_response") and self.privacy.epsilon is None:
             raise ValueError(f"mechanism {m.name!r} needs privacy.epsilon (its budgets are calibrated to it)")
         if m.name == "randomized_response" and self.output.rows is not None:
             raise ValueError(

@@ -1,4 +1,4 @@
-"""Planning FEM, sepFEM, MWEM and randomized response, and the dispatch from a plan to the engine.
+"""Planning FEM, sepFEM, MWEM (universe or particles) and randomized response; dispatch from a plan to the engine.
 
 Plans use public quantities only (:class:`dq_engine.defaults.PublicQuantities`: the public ``n``, the
 mechanism's target (ε, δ), the domain, the workload's size) and the same default rules as
@@ -8,7 +8,8 @@ exceeds the target. Mechanisms that cannot run usefully on the domain are refuse
 read and before any charge:
 
 * **MWEM** keeps one weight per record of the universe and refuses universes above ``2^24`` records
-  (:data:`dq_engine.mwem.MAX_UNIVERSE_LOG2`);
+  (:data:`dq_engine.mwem.MAX_UNIVERSE_LOG2`), pointing to ``mwem-particles`` (MWEM on a fixed number of
+  resampled particles, no universe limit) or ``dualquery``;
 * **randomized response** refuses domains whose universe ``p`` cannot be computed (``log2 U > 1000``) and
   domains where even its best estimate is noise: when the worst-case standard deviation ``1/(2p√n)`` of
   the unbiased estimator exceeds :data:`RR_MAX_ESTIMATE_SD`.
@@ -16,6 +17,7 @@ read and before any charge:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -24,10 +26,12 @@ import numpy as np
 from dq_engine import Dataset, PureDpEvent, RoundDiagnostics, SynthesisResult, Workload, dqrs, dualquery
 from dq_engine.defaults import (
     FEM_ROUNDS_CAP,
+    MWEM_PARTICLES_ROUNDS_CAP,
     SEPFEM_ROUNDS_CAP,
     PublicQuantities,
     fem_config,
     mwem_config,
+    mwem_particles_config,
     sepfem_config,
 )
 from dq_engine.errors import AccountingError, DQEngineError, UniverseTooLargeError
@@ -113,8 +117,8 @@ def _plan_mwem(config: ReleaseConfig, public: PublicQuantities) -> ReleasePlan:
     if log2 > MAX_UNIVERSE_LOG2 + 1e-9:
         raise ConfigInvalidError(
             f"mechanism 'mwem' keeps one weight per record: the schema's domain has 2^{log2:.1f} records, more than "
-            f"MWEM's limit of 2^{MAX_UNIVERSE_LOG2}; use mechanism.name = 'dualquery' (or 'dqrs' / 'fem') for "
-            "this schema, or drop or coarsen columns"
+            f"MWEM's limit of 2^{MAX_UNIVERSE_LOG2}; use mechanism.name = 'mwem-particles' (MWEM on a fixed number "
+            "of particles) or 'dualquery' for this schema, or drop or coarsen columns"
         )
     mode = config.privacy.accounting
     engine_config = mwem_config(public, mode=mode, rounds=config.mechanism.rounds)
@@ -130,6 +134,35 @@ def _plan_mwem(config: ReleaseConfig, public: PublicQuantities) -> ReleasePlan:
     ]
     return ReleasePlan(
         mechanism="mwem", n=public.n, engine_config=engine_config, parameters=parameters, events=events,
+        costs=mwem_costs(list(events), public.delta), mode=mode, notes=notes,
+    )
+
+
+def _plan_mwem_particles(config: ReleaseConfig, public: PublicQuantities) -> ReleasePlan:
+    """MWEM on resampled particles (any domain): the benchmark's rule, budgets calibrated to the target."""
+    mode = config.privacy.accounting
+    rounds = config.mechanism.rounds
+    engine_config = mwem_particles_config(public, mode=mode, rounds=rounds)
+    events = tuple(mwem_events(engine_config))
+    parameters = {
+        key: getattr(engine_config, key)
+        for key in ("rounds", "select_epsilon", "measure_rho", "measure_noise", "measure", "learning_rate",
+                    "replay_sweeps", "final_sweeps", "output", "support", "support_size", "support_budget",
+                    "support_mix", "support_moves", "delta")
+    }
+    notes = []
+    if rounds is None:
+        notes.append(
+            f"T = {engine_config.rounds}: the rule floor(0.63 rho (0.01 n)^2) clamped to "
+            f"[8, min(M = {public.n_marginals}, {MWEM_PARTICLES_ROUNDS_CAP})]"
+        )
+    notes.append(
+        f"epsilon = {public.epsilon:.4g} ({mode} accounting): 10% of rho for the prior's noisy one-way marginals, "
+        "of the rest 30% for the selections and 70% for Gaussian measurements of the selected marginals; "
+        f"{engine_config.support_size} particles, moved using only those noisy results"
+    )
+    return ReleasePlan(
+        mechanism="mwem-particles", n=public.n, engine_config=engine_config, parameters=parameters, events=events,
         costs=mwem_costs(list(events), public.delta), mode=mode, notes=notes,
     )
 
@@ -169,7 +202,7 @@ def _plan_randomized_response(config: ReleaseConfig, public: PublicQuantities) -
 
 
 def plan_other_mechanism(config: ReleaseConfig, n: int, workload: Workload) -> ReleasePlan:
-    """Plan FEM, sepFEM, MWEM or randomized response from public quantities only.
+    """Plan FEM, sepFEM, MWEM, MWEM on particles or randomized response from public quantities only.
 
     Raises:
         ConfigInvalidError: If the target cannot be met, explicit parameters exceed it, or the mechanism
@@ -180,6 +213,7 @@ def plan_other_mechanism(config: ReleaseConfig, n: int, workload: Workload) -> R
         "fem": _plan_game,
         "sepfem": _plan_game,
         "mwem": _plan_mwem,
+        "mwem-particles": _plan_mwem_particles,
         "randomized_response": _plan_randomized_response,
     }
     if config.mechanism.name not in planners:
@@ -228,6 +262,9 @@ def run_mechanism(
             return game(data, workload, plan.engine_config, rng=rng, progress=progress, executor=executor)
     if name == "mwem":
         return mwem(data, workload, plan.engine_config, rng=rng, progress=progress)
+    if name == "mwem-particles":  # the engine's MWEM with support="sampled"; named as the release chose it
+        result = mwem(data, workload, plan.engine_config, rng=rng, progress=progress)
+        return dataclasses.replace(result, mechanism=name)
     if name == "randomized_response":
         return randomized_response(data, plan.engine_config, rng=rng)
     raise ConfigInvalidError(f"mechanism {name!r} is not available in the pipeline")

@@ -1,17 +1,17 @@
-"""FEM, sepFEM, MWEM and randomized response selected in a release config, end to end.
+"""FEM, sepFEM, MWEM, MWEM on particles and randomized response selected in a release config, end to end.
 
 Each mechanism runs through the real CLI on a small Adult slice (four small columns, 120 records in the
 domain): it publishes, charges the ledger exactly the planned cost, and its answers beat the zeros
-baseline in the internal report. MWEM and randomized response refuse domains they cannot handle at plan
-time (exit 2, no charge); FEM's calibration never exceeds the target; the pipeline's default rules are the
-benchmark's.
+baseline in the internal report. MWEM on particles runs on all 15 columns (2^60 records), where MWEM and
+randomized response refuse at plan time (exit 2, no charge); FEM's and MWEM on particles' calibrations never
+exceed the target; the default rules give the parameters recorded in the benchmark's results.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import csv
 import json
-import sys
+import re
 import tomllib
 from fractions import Fraction
 from pathlib import Path
@@ -20,9 +20,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from dq_engine import Domain
-from dq_engine.defaults import PublicQuantities, fem_config, mwem_config, sepfem_config
+from dq_engine import Domain, make_rng, random_marginals
+from dq_engine.defaults import PublicQuantities, fem_config, mwem_particles_config, sepfem_config
 from dq_engine.fem import fem_costs, fem_events
+from dq_engine.mwem import mwem_costs, mwem_events
 from dqrelease.cli import app
 from dqrelease.config import Schema, load_config
 from dqrelease.discretize import domain_from_schema
@@ -44,7 +45,9 @@ MECHANISMS = {
     # with 120 records in the domain, epsilon = 1 leaves an estimator standard deviation bound of 0.92
     # (refused); at 3 the bound is 0.094
     "randomized_response": ('name = "randomized_response"', 3.0),
+    "mwem-particles": ('name = "mwem-particles"', 1.0),
 }
+SMALL_SLICE_MECHANISMS = ("fem", "sepfem", "mwem", "randomized_response")
 
 
 def _toml_value(value: object) -> str:
@@ -144,21 +147,13 @@ def _charges(workspace: Path) -> list[dict]:
 
 
 # ---------------------------------------------------------------------- end to end
-@pytest.mark.usefixtures("prefect_harness")
-@pytest.mark.parametrize("name", list(MECHANISMS))
-def test_mechanism_release_publishes_charges_the_planned_cost_and_beats_zeros(workspace: Path, name: str):
-    config = _write(workspace, name)
-    plan = _plan(config)
-
-    result = _run("run", str(config), "--quiet")
-
-    assert result.exit_code == ExitCode.OK, result.output
+def _published_as_planned(workspace: Path, name: str, plan, columns: tuple[str, ...], rows: int) -> dict:
+    """Check the published table, the exact ledger charge and the manifest's events; return the report."""
     [release] = sorted((workspace / "out" / "releases").iterdir())
     internal = workspace / "out" / "internal" / release.name
     frame = pd.read_parquet(release / "synthetic.parquet")
-    assert list(frame.columns) == list(SMALL_COLUMNS)
-    # randomized response publishes its n randomized records; the others expand to output.rows
-    assert len(frame) == (SLICE_ROWS if name == "randomized_response" else 400)
+    assert list(frame.columns) == list(columns)
+    assert len(frame) == rows
 
     [charge] = _charges(workspace)
     cost = plan.charged
@@ -171,24 +166,56 @@ def test_mechanism_release_publishes_charges_the_planned_cost_and_beats_zeros(wo
     assert manifest["privacy"]["mechanism"] == name
     assert manifest["privacy"]["events"] == plan.as_dict()["events"]
     assert manifest["privacy"]["costs"]["tight"]["epsilon"] == cost.epsilon
+    return json.loads((internal / "error_report.json").read_text())
 
-    report = json.loads((internal / "error_report.json").read_text())
+
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.parametrize("name", SMALL_SLICE_MECHANISMS)
+def test_mechanism_release_publishes_charges_the_planned_cost_and_beats_zeros(workspace: Path, name: str):
+    config = _write(workspace, name)
+    plan = _plan(config)
+
+    result = _run("run", str(config), "--quiet")
+
+    assert result.exit_code == ExitCode.OK, result.output
+    # randomized response publishes its n randomized records; the others expand to output.rows
+    rows = SLICE_ROWS if name == "randomized_response" else 400
+    report = _published_as_planned(workspace, name, plan, SMALL_COLUMNS, rows)
     errors = report["errors"]
     assert errors["synthetic"]["max_error"] < errors["zeros"]["max_error"]
     assert any(key.startswith("independent Laplace") for key in errors)
     assert any(key.startswith("independent Gaussian") for key in errors)
     if name == "randomized_response":
         assert "unbiased estimator" in report["answers"]
-        assert "unbiased estimator" in (internal / "error_report.md").read_text()
+        [release] = sorted((workspace / "out" / "internal").iterdir())
+        assert "unbiased estimator" in (release / "error_report.md").read_text()
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_mwem_particles_releases_all_15_columns_where_mwem_refuses(workspace: Path):
+    config = _write(workspace, "mwem-particles", schema="full-schema.toml")
+    plan = _plan(config)
+    assert plan.parameters["support"] == "sampled"
+
+    result = _run("run", str(config), "--quiet")
+
+    assert result.exit_code == ExitCode.OK, result.output
+    columns = tuple(Schema.model_validate(tomllib.loads((workspace / "full-schema.toml").read_text())).names)
+    report = _published_as_planned(workspace, "mwem-particles", plan, columns, 400)
+    assert report["mechanism"] == "mwem-particles"
+    errors = report["errors"]
+    assert errors["synthetic"]["max_error"] < errors["zeros"]["max_error"]
+    assert errors["synthetic"]["max_error"] < errors["uniform"]["max_error"]
 
 
 @pytest.mark.parametrize(
-    ("name", "shown"),
-    [("fem", "epsilon_0"), ("sepfem", "separator-laplace"), ("mwem", "select_epsilon"),
-     ("randomized_response", "keep_probability")],
+    ("name", "schema", "shown"),
+    [("fem", "schema.toml", "epsilon_0"), ("sepfem", "schema.toml", "separator-laplace"),
+     ("mwem", "schema.toml", "select_epsilon"), ("randomized_response", "schema.toml", "keep_probability"),
+     ("mwem-particles", "full-schema.toml", "support_moves")],
 )
-def test_plan_prints_cost_and_parameters_without_reading_the_data(workspace: Path, name: str, shown: str):
-    config = _write(workspace, name)
+def test_plan_prints_cost_and_parameters_without_reading_the_data(workspace: Path, name: str, schema: str, shown: str):
+    config = _write(workspace, name, schema=schema)
     (workspace / "adult-slice.csv").unlink()
     result = _run("plan", str(config))
     assert result.exit_code == ExitCode.OK, result.output
@@ -202,7 +229,8 @@ def test_plan_prints_cost_and_parameters_without_reading_the_data(workspace: Pat
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("mwem", "more than MWEM's limit of 2^24; use mechanism.name = 'dualquery'"),
+        ("mwem", "more than MWEM's limit of 2^24; use mechanism.name = 'mwem-particles' (MWEM on a fixed number of "
+                 "particles) or 'dualquery'"),
         ("randomized_response", "(limit 0.5); drop or coarsen columns, raise privacy.epsilon, or use mechanism.name"),
     ],
 )
@@ -232,6 +260,7 @@ def test_randomized_response_refuses_a_domain_beyond_the_engine_limit(workspace:
     [
         ("fem", 'name = "fem"\nfree_policy = "zero"', "mechanism.free_policy is not used by 'fem'; remove it"),
         ("mwem", 'name = "mwem"\neta = 1.0', "mechanism.eta is not used by 'mwem'; remove it"),
+        ("mwem-particles", 'name = "mwem-particles"\nsamples = 4', "mechanism.samples is not used by 'mwem-particles'"),
         ("randomized_response", 'name = "randomized_response"', "publishes exactly one randomized row per record"),
     ],
 )
@@ -242,12 +271,14 @@ def test_config_keys_a_mechanism_cannot_use_are_refused(workspace: Path, name: s
         load_config(path)
 
 
-def test_mechanisms_that_scale_noise_with_n_refuse_a_private_n(workspace: Path):
-    text = _config_text('name = "fem"', epsilon=1.0).replace(
+@pytest.mark.parametrize("name", ["fem", "mwem-particles"])
+def test_mechanisms_that_scale_noise_with_n_refuse_a_private_n(workspace: Path, name: str):
+    text = _config_text(f'name = "{name}"', epsilon=1.0).replace(
         f"n = {SLICE_ROWS}", 'n = "noisy"\nn_epsilon = 0.1\nneighbouring = "add-remove"'
     )
     (workspace / "noisy.toml").write_text(text)
-    with pytest.raises(ConfigInvalidError, match="mechanism 'fem' needs a public n"):
+    message = f"mechanism '{name}' needs a public n (its engine scales its selection scores and noise by the true"
+    with pytest.raises(ConfigInvalidError, match=re.escape(message)):
         load_config(workspace / "noisy.toml")
 
 
@@ -270,6 +301,25 @@ def test_fem_plan_never_exceeds_the_target(workspace: Path, name: str, accountin
     assert recomputed[accounting].epsilon == plan.charged.epsilon
 
 
+@pytest.mark.parametrize("accounting", ["tight", "paper"])
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 4.0])
+@pytest.mark.parametrize("override", ["", "rounds = 30"])
+def test_mwem_particles_plan_never_exceeds_the_target(workspace: Path, accounting: str, epsilon: float, override: str):
+    path = workspace / "plan.toml"
+    path.write_text(
+        _config_text(f'name = "mwem-particles"\n{override}', epsilon=epsilon, schema="full-schema.toml").replace(
+            'accounting = "tight"', f'accounting = "{accounting}"'
+        )
+    )
+    plan = _plan(path)
+    assert plan.charged.epsilon <= epsilon
+    assert plan.charged.mode == accounting
+    rounds = plan.parameters["rounds"]
+    assert (rounds == 30) if override else (8 <= rounds <= 40)
+    recomputed = mwem_costs(mwem_events(plan.engine_config), 1e-6)
+    assert recomputed[accounting].epsilon == plan.charged.epsilon
+
+
 def test_fem_plan_refuses_explicit_parameters_over_the_target(workspace: Path):
     path = workspace / "over.toml"
     path.write_text(_config_text('name = "fem"\nrounds = 200\nepsilon_0 = 0.5', epsilon=1.0))
@@ -278,21 +328,34 @@ def test_fem_plan_refuses_explicit_parameters_over_the_target(workspace: Path):
 
 
 # ---------------------------------------------------------------------- the rules are the benchmark's
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("bench_mechanisms_rules", ROOT / "bench" / "mechanisms.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
+BENCH_RESULTS = ROOT / "bench" / "results" / "mechanisms.csv"
+ADULT_PGM_DOMAIN = Path("/work/shared/data/adult_pgm/adult-domain.json")
+RULES = {
+    "fem": (fem_config, ("epsilon_0", "noise_scale", "samples", "rounds")),
+    "sepfem": (sepfem_config, ("epsilon_0", "noise_scale", "samples", "rounds")),
+    "mwem-particles": (mwem_particles_config, (
+        "rounds", "select_epsilon", "measure_epsilon", "measure_rho", "measure_noise", "measure", "learning_rate",
+        "replay_sweeps", "final_sweeps", "output", "support", "support_size", "support_budget", "support_mix",
+        "support_moves",
+    )),
+}
+"""Default rules whose parameters ``bench/mechanisms.py`` recorded on ADULT (MWEM over the universe refused)."""
 
 
-@pytest.mark.parametrize(("n", "epsilon"), [(48_842, 0.1), (48_842, 1.0), (1_500, 0.5)])
-def test_default_rules_equal_the_benchmark_rules(n: int, epsilon: float):
-    bench = _bench_module()
-    domain = Domain.categorical({"a": 9, "b": 16, "c": 7, "d": 6, "e": 5, "f": 2})
-    delta = 1.0 / n**2
-    public = PublicQuantities(n=n, epsilon=epsilon, delta=delta, domain=domain, n_queries=3_000, n_marginals=64)
-    theirs = bench.Public(n, epsilon, delta, domain, 3_000, 64, False)
-    assert bench.rule_fem(theirs) == fem_config(public, workers=2, track_error=False)
-    assert bench.rule_sepfem(theirs) == sepfem_config(public, workers=2, track_error=False)
-    assert bench.rule_mwem(theirs) == mwem_config(public, track_error=False)
+def test_default_rules_give_the_parameters_recorded_in_the_adult_benchmark():
+    # ADULT's public quantities as bench/mechanisms.py computes them: the private-pgm domain and its
+    # 64 random 3-way marginals (workload seed 0)
+    sizes = json.loads(ADULT_PGM_DOMAIN.read_text())
+    domain = Domain.categorical(sizes)
+    workload = random_marginals(domain, 3, 64, make_rng(0))
+    rows = [r for r in csv.DictReader(BENCH_RESULTS.open()) if r["mechanism"] in RULES and r["status"] != "failed"]
+    assert {r["mechanism"] for r in rows} == set(RULES)
+    for row in rows:
+        public = PublicQuantities(
+            n=48_842, epsilon=float(row["epsilon"]), delta=float(row["delta"]), domain=domain,
+            n_queries=len(workload), n_marginals=workload.n_marginals,
+        )
+        rule, keys = RULES[row["mechanism"]]
+        config = rule(public)
+        recorded = json.loads(row["parameters"])
+        assert {key: getattr(config, key) for key in keys} == {key: recorded[key] for key in keys}, row["epsilon"]
