@@ -130,7 +130,8 @@ def plot(rows: list[dict], path: Path) -> None:
             bars = right.bar(xs, seconds, width, label=mechanism)
             for bar, e in zip(bars, EPSILONS, strict=True):
                 if e in mine and mine[e]["status"] == "timeout":
-                    right.annotate("did not finish", (bar.get_x(), bar.get_height()), fontsize=6, rotation=90)
+                    right.text(bar.get_x() + bar.get_width() / 2, bar.get_height() ** 0.5, "did not finish",
+                               fontsize=6, rotation=90, ha="center", va="center")
         for axis, title in ((left, "max error (64 random 3-way marginals)"), (right, "seconds (fit + sample)")):
             axis.set_xticks(np.arange(len(EPSILONS)), [f"ε = {e}" for e in EPSILONS])
             axis.set_title(title, fontsize=9)
