@@ -33,11 +33,17 @@ def _marginal_strides(workload: Workload) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _answer_codes(data: Dataset, workload: Workload, marginal_ids: np.ndarray) -> np.ndarray:
-    # columns of the distinct rows as contiguous int64 (converted once, not once per marginal), and every
+    return _weighted_code_answers(data.codes, data.counts.astype(np.float64), workload, marginal_ids) / data.n
+
+
+def _weighted_code_answers(
+    codes: np.ndarray, counts: np.ndarray, workload: Workload, marginal_ids: np.ndarray
+) -> np.ndarray:
+    # columns of the rows as contiguous int64 (converted once, not once per marginal), and every
     # query's cell index computed in one vectorised pass; the loop over marginals only builds the tables.
     # Same bincount inputs in the same order as the per-marginal formulation, so the answers are identical.
-    columns = np.ascontiguousarray(data.codes.T, dtype=np.int64)
-    counts = data.counts.astype(np.float64)
+    # Returns the weighted counts (not normalised).
+    columns = np.ascontiguousarray(codes.T, dtype=np.int64)
     strides, cells = _marginal_strides(workload)
     starts = workload.marginal_starts
     out = np.empty(len(workload), dtype=np.float64)
@@ -52,7 +58,7 @@ def _answer_codes(data: Dataset, workload: Workload, marginal_ids: np.ndarray) -
         table = np.bincount(flat, weights=counts, minlength=int(cells[m]))
         query_flat = (workload.query_values[lo:hi] * stride).sum(axis=1)
         out[lo:hi] = table[query_flat]
-    return out / data.n
+    return out
 
 
 def _bit_columns(data: Dataset) -> np.ndarray:
@@ -134,6 +140,11 @@ def answer_records(workload: Workload, records: np.ndarray, weights: np.ndarray 
     if weights is None:
         return answer_workload(data, workload)
     weights = np.asarray(weights, dtype=np.float64)
+    if not workload.domain.all_binary:
+        # weighted contingency tables of the decoded records: one bincount per marginal, no loop over records
+        codes = workload.domain.decode_records(records)
+        marginal_ids = np.arange(workload.n_marginals)
+        return _weighted_code_answers(codes, weights, workload, marginal_ids) / weights.sum()
     total = np.zeros(len(workload), dtype=np.float64)
     for record, weight in zip(records, weights, strict=True):
         if weight:
