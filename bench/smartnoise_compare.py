@@ -62,7 +62,8 @@ DUALQUERY_SEED = 7
 
 def run_dualquery(data: Dataset, workload, truth: np.ndarray, epsilon: float, delta: float, smoke: bool) -> dict:
     """DualQuery with ``bench/mechanisms.py``'s rule; errors and the time of the ``dualquery`` call."""
-    public = Public(data.n, epsilon, delta, data.domain, len(workload), workload.n_marginals, smoke)
+    public = Public(n=data.n, epsilon=epsilon, delta=delta, domain=data.domain, n_queries=len(workload),
+                    n_marginals=workload.n_marginals, smoke=smoke)
     config = rule_dualquery(public)
     began = time.perf_counter()
     result = dualquery(data, workload, config, rng=make_rng(DUALQUERY_SEED))
