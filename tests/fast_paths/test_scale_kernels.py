@@ -190,3 +190,38 @@ def test_packed_bit_dataset_refuses_wrong_shape_padding_and_categorical_domains(
         Dataset.from_packed_bits(domain, bad_padding, 10)
     with pytest.raises(DomainError, match="all binary"):
         Dataset.from_packed_bits(Domain.categorical({"a": 2, "b": 2, "c": 2}), good, 10)
+
+
+def test_sparse_subset_counting_answers_exactly_like_packed_columns(monkeypatch):
+    from dq_engine import answers
+
+    rng = make_rng(21)
+    domain = Domain.binary(40)
+    n = 301
+    lengths = rng.integers(0, 9, size=n)  # baskets of 0-8 items, one of them long enough for k = 4 subsets
+    codes = np.zeros((n, 40), dtype=np.int64)
+    for row, length in enumerate(lengths):
+        codes[row, rng.choice(40, size=length, replace=False)] = 1
+    sparse = Dataset.from_sparse(domain, codes)
+    workloads = [random_queries(domain, 3, 2_000, rng),
+                 marginal_queries(domain, [(0,), (1, 2), (3, 4, 5), (6, 7, 8, 9), (5, 3, 1)])]
+    expected = [answers._answer_bits(sparse, workload) for workload in workloads]
+    monkeypatch.setattr(answers, "_SUBSET_COST", 0)  # always take the subset path...
+    monkeypatch.setattr(answers, "_answer_bits", lambda *_: pytest.fail("packed path used"))  # ...and only it
+    for workload, reference in zip(workloads, expected, strict=True):
+        direct = np.array([
+            np.all(codes[:, workload.marginals[m][workload.marginals[m] >= 0]] == 1, axis=1).mean()
+            for m in workload.query_marginal
+        ])
+        np.testing.assert_array_equal(answer_workload(sparse, workload), reference)
+        np.testing.assert_array_equal(answer_workload(sparse, workload), direct)
+
+
+def test_subset_counting_declines_dense_records():
+    from dq_engine import answers
+
+    rng = make_rng(22)
+    domain = Domain.binary(60)
+    codes = (rng.random((500, 60)) < 0.5).astype(np.int64)  # ~30 set bits per record: C(30, 3) = 4060 each
+    sparse = Dataset.from_sparse(domain, codes)
+    assert answers._answer_by_subsets(sparse, random_queries(domain, 3, 200, rng)) is None
