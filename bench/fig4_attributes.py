@@ -23,6 +23,13 @@ Usage::
     .venv/bin/python bench/fig4_attributes.py --out bench/results/fig4_attributes.json
 
 ``--smoke``: d = 50 and 300, n = 2,000, 2,000 queries (tests/bench/test_scale_smoke.py).
+
+``--free-policy dp-marginal-gaussian --free-fraction f``: free attributes drawn from Gaussian noisy one-way
+marginals (:func:`dq_engine.oracle.free_attributes.gaussian_one_way_marginals`) that spend the fraction ``f`` of
+the total zCDP ρ the target (ε, δ) allows; T is then calibrated with that event included. Default: ``random``::
+
+    .venv/bin/python bench/fig4_attributes.py --sizes 5000,50000,100000 --free-policy dp-marginal-gaussian \
+        --free-fraction 0.1 --out bench/results/fig4_attributes_dp_marginal.json
 """
 
 from __future__ import annotations
@@ -43,12 +50,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from scale_common import errors_against_baselines, machine, peak_rss_gb, run_dualquery_timed, save_plot
 
+from dq_engine.accounting import ZCDPEvent, compose
 from dq_engine.answers import answer_workload
 from dq_engine.calibration import calibrate_rounds, mechanism_cost
 from dq_engine.data import Dataset
 from dq_engine.domain import Domain
 from dq_engine.dualquery import DualQueryConfig
 from dq_engine.oracle import OracleConfig
+from dq_engine.oracle.free_attributes import gaussian_marginal_sigma
 from dq_engine.rng import make_rng
 from dq_engine.workload import random_queries
 
@@ -62,6 +71,16 @@ def samples_for(d: int) -> int:
     """s(d): log-linear between the paper's end points (d = 50, s = 200) and (d = 512,000, s = 50,000)."""
     slope = math.log(250) / math.log(512_000 / 50)
     return round(200 * (d / 50) ** slope)
+
+
+def total_rho(mode: str, *, epsilon: float = EPSILON, delta: float = DELTA) -> float:
+    """Largest ρ (to 1e-9) whose (ε, δ) conversion in ``mode`` is at most the target: the whole zCDP budget."""
+    low, high = 0.0, epsilon
+    while high - low > 1e-9:
+        middle = (low + high) / 2
+        cost = compose([ZCDPEvent(rho=middle)], mode=mode, delta=delta, paper_analysis="zcdp").epsilon
+        low, high = (middle, high) if cost <= epsilon else (low, middle)
+    return low
 
 
 def biased_bits(d: int, n: int, rng: np.random.Generator, *, block: int = 512) -> tuple[np.ndarray, np.ndarray]:
@@ -85,6 +104,8 @@ def run_one(
     oracle: OracleConfig,
     eta: float = ETA,
     samples: int | None = None,
+    free_policy: str = "random",
+    free_fraction: float = 0.0,
 ) -> dict:
     """One size: data, workload, true answers, DualQuery with phase times, errors, peak RSS."""
     times = {}
@@ -101,16 +122,24 @@ def run_one(
     truth = answer_workload(data, workload)
     times["query_evaluation"] = time.perf_counter() - began
     samples = samples or samples_for(d)
-    rounds = calibrate_rounds("dualquery", epsilon=EPSILON, delta=DELTA, eta=eta, samples=samples, n=n, mode=mode)
+    free: dict = {"free_policy": "random"}
+    if free_policy == "dp-marginal-gaussian":
+        free = {"free_policy": "dp-marginal", "free_noise": "gaussian", "free_rho": free_fraction * total_rho(mode)}
+    free_rho = free.get("free_rho", 0.0)
+    rounds = calibrate_rounds(
+        "dualquery", epsilon=EPSILON, delta=DELTA, eta=eta, samples=samples, n=n, mode=mode, free_rho=free_rho
+    )
     config = DualQueryConfig(
-        eta=eta, samples=samples, rounds=rounds, delta=DELTA, free_policy="random", oracle=oracle, track_error=False
+        eta=eta, samples=samples, rounds=rounds, delta=DELTA, oracle=oracle, track_error=False, **free
     )
     records, timing = run_dualquery_timed(data, workload, truth, config, seed=seed)
     began = time.perf_counter()
     errors = errors_against_baselines(workload, truth, records)
     times["error_evaluation"] = time.perf_counter() - began
     costs = {
-        m: mechanism_cost("dualquery", mode=m, delta=DELTA, eta=eta, samples=samples, rounds=rounds, n=n)
+        m: mechanism_cost(
+            "dualquery", mode=m, delta=DELTA, eta=eta, samples=samples, rounds=rounds, n=n, free_rho=free_rho
+        )
         for m in ("paper", "tight")
     }
     return {
@@ -122,6 +151,10 @@ def run_one(
         "rounds": rounds,
         "eta": eta,
         "accounting": mode,
+        "free_policy": free_policy,
+        "free_fraction": free_fraction,
+        "free_rho": free_rho,
+        "free_sigma": gaussian_marginal_sigma(domain, n=n, rho=free_rho) if free_rho > 0 else None,
         "epsilon": costs,
         "delta": DELTA,
         "times": times,
@@ -150,6 +183,10 @@ def _child(args: argparse.Namespace, d: int, seed: int, out: Path) -> dict:
         str(out),
         "--eta",
         str(args.eta),
+        "--free-policy",
+        args.free_policy,
+        "--free-fraction",
+        str(args.free_fraction),
     ]
     if args.samples:
         command += ["--samples", str(args.samples)]
@@ -285,6 +322,10 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--eta", type=float, default=ETA, help="learning rate (default: the paper's 0.4)")
     parser.add_argument("--samples", type=int, default=None, help="fixed s for every size (default: s(d))")
+    parser.add_argument("--free-policy", choices=("random", "dp-marginal-gaussian"), default="random",
+                        help="free attributes: fair coins (the paper's choice) or Gaussian noisy one-way marginals")
+    parser.add_argument("--free-fraction", type=float, default=0.1,
+                        help="share of the total zCDP rho spent on the Gaussian marginals (dp-marginal-gaussian only)")
     parser.add_argument("--merge", action="store_true",
                         help="keep the rows of other sizes already in --out (add a size without re-running the rest)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
@@ -302,6 +343,8 @@ def main() -> None:
             oracle=oracle,
             eta=args.eta,
             samples=args.samples,
+            free_policy=args.free_policy,
+            free_fraction=args.free_fraction,
         )
         args.one_out.write_text(json.dumps(result, default=float))
         return
@@ -319,7 +362,9 @@ def main() -> None:
         "epsilon": EPSILON,
         "delta": DELTA,
         "accounting": args.accounting,
-        "free_policy": "random",
+        "free_policy": args.free_policy,
+        "free_fraction": args.free_fraction if args.free_policy != "random" else None,
+        "total_rho": total_rho(args.accounting),
         "rows": [],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

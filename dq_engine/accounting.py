@@ -268,7 +268,9 @@ def compose(
         delta: Target δ in (0, 1).
         paper_analysis: For paper mode, the paper's own analysis: ``"advanced_composition"`` (DualQuery,
             Theorems 4.2/4.3: the smaller of the pure and the advanced-composition ε) or ``"zcdp"``
-            (seed 004: ε²/2 per pure step, simple conversion).
+            (seed 004: ε²/2 per pure step, simple conversion). With a zCDP event (e.g. Gaussian free-attribute
+            marginals) ``"advanced_composition"`` falls back to ``"zcdp"``, the only one of the two that
+            covers it.
     """
     pure_ok = not any(isinstance(e, ZCDPEvent) and e.count and e.rho for e in events)
     pure = basic_composition_epsilon(events) if pure_ok else None
@@ -285,7 +287,7 @@ def compose(
         )
     if mode != "paper":
         raise AccountingError(f"accounting mode {mode!r} must be 'paper' or 'tight'")
-    if paper_analysis == "advanced_composition":
+    if paper_analysis == "advanced_composition" and pure_ok:
         advanced = advanced_composition_epsilon(events, delta)
         if pure is not None and pure <= advanced:
             return ComposedCost(
@@ -297,12 +299,15 @@ def compose(
             method="advanced composition (Theorem 4.3)",
             details={"theorem_4_2_epsilon": pure if pure is not None else math.nan, "theorem_4_3_epsilon": advanced},
         )
+    # a zCDP event (Gaussian noise) has no pure-ε bound, so Theorems 4.2/4.3 do not apply; the paper-mode
+    # cost is then the seed-004 zCDP analysis, which is valid for every event type
     rho = zcdp_rho(events, em_bound="pure")
+    fallback = " (zCDP event: Theorems 4.2/4.3 do not apply)" if paper_analysis == "advanced_composition" else ""
     return ComposedCost(
         mode=mode,
         epsilon=zcdp_to_approx_dp_simple(rho, delta),
         delta=delta,
         rho=rho,
         pure_epsilon=pure,
-        method="zCDP as in seed 004: eps-DP step => eps^2/2, rho + 2 sqrt(rho ln(1/delta))",
+        method="zCDP as in seed 004: eps-DP step => eps^2/2, rho + 2 sqrt(rho ln(1/delta))" + fallback,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dq_engine.accounting import AccountingMode, PrivacyEvent, PureDpEvent, compose
+from dq_engine.accounting import AccountingMode, PrivacyEvent, PureDpEvent, ZCDPEvent, compose
 from dq_engine.errors import AccountingError
 from dq_engine.theorems import dqrs_events, dualquery_events
 
@@ -48,12 +48,18 @@ def largest_admissible(cost: Callable[[int], float], target: float, *, minimum: 
 
 def mechanism_events(
     mechanism: str, *, eta: float, samples: int, rounds: int, n: int, topup_fraction: float = 0.25,
-    free_epsilon: float = 0.0,
+    free_epsilon: float = 0.0, free_rho: float = 0.0,
 ) -> list[PrivacyEvent]:
-    """Events of a DualQuery-family run with the given public parameters."""
+    """Events of a DualQuery-family run with the given public parameters.
+
+    The free-attribute events are those :func:`dq_engine.dualquery.free_attribute_events` charges: a pure-ε
+    event for Laplace marginals (``free_epsilon``), a ρ-zCDP event for Gaussian ones (``free_rho``).
+    """
     events: list[PrivacyEvent] = []
     if free_epsilon > 0:
         events.append(PureDpEvent(epsilon=free_epsilon, count=1, label="noisy one-way marginals for free attributes"))
+    if free_rho > 0:
+        events.append(ZCDPEvent(rho=free_rho, count=1, label="Gaussian one-way marginals for free attributes"))
     if mechanism == "dualquery":
         events += dualquery_events(eta, samples, rounds, n)
     elif mechanism == "dqrs":
@@ -83,6 +89,7 @@ def calibrate_rounds(
     mode: AccountingMode = "tight",
     topup_fraction: float = 0.25,
     free_epsilon: float = 0.0,
+    free_rho: float = 0.0,
 ) -> int:
     """Largest ``T`` whose cost in ``mode`` is at most ``(epsilon, delta)``.
 
@@ -95,7 +102,8 @@ def calibrate_rounds(
         n: Number of records (public).
         mode: Accounting mode the target refers to.
         topup_fraction: DQRS top-up reserve.
-        free_epsilon: ε reserved for dp-marginal free attributes (counted in the cost).
+        free_epsilon: ε reserved for Laplace dp-marginal free attributes (counted in the cost).
+        free_rho: zCDP ρ reserved for Gaussian dp-marginal free attributes (counted in the cost).
     """
     if not epsilon > 0:
         raise AccountingError(f"target epsilon ({epsilon}) must be > 0")
@@ -103,7 +111,7 @@ def calibrate_rounds(
     def cost(rounds: int) -> float:
         return mechanism_cost(
             mechanism, mode=mode, delta=delta, eta=eta, samples=samples, rounds=rounds, n=n,
-            topup_fraction=topup_fraction, free_epsilon=free_epsilon,
+            topup_fraction=topup_fraction, free_epsilon=free_epsilon, free_rho=free_rho,
         )
 
     return largest_admissible(cost, epsilon)

@@ -32,7 +32,7 @@ from dq_engine.data import Dataset
 from dq_engine.dualquery import DualQueryConfig, ProgressCallback, RoundLoop, free_attribute_events
 from dq_engine.errors import ConfigError
 from dq_engine.mw import QueryDistribution, SampledQueries
-from dq_engine.oracle import FreePolicy, OracleConfig
+from dq_engine.oracle import FreeNoise, FreePolicy, OracleConfig
 from dq_engine.results import SynthesisResult
 from dq_engine.theorems import dqrs_events, dqrs_fresh_samples, dqrs_gamma, dqrs_topup_reserve
 from dq_engine.workload import Workload
@@ -51,7 +51,9 @@ class DQRSConfig:
         topup_fraction: Reserve ``f`` in [0, 1]: up to ``⌈f s̃_t⌉`` extra fresh draws per round, always charged.
         delta: δ for reporting (ε, δ) costs.
         free_policy: Free-attribute policy.
-        free_epsilon: Pure ε of the noisy one-way marginals (``dp-marginal`` policy only).
+        free_epsilon: Pure ε of the Laplace one-way marginals (``dp-marginal`` with ``laplace`` noise only).
+        free_noise: ``laplace`` (default) or ``gaussian`` noise on the ``dp-marginal`` one-way marginals.
+        free_rho: zCDP ρ of the Gaussian one-way marginals (``dp-marginal`` with ``gaussian`` noise only).
         oracle: Oracle settings.
         track_error: Record internal error-so-far per round.
     """
@@ -63,6 +65,8 @@ class DQRSConfig:
     delta: float = 1e-6
     free_policy: FreePolicy = "random"
     free_epsilon: float = 0.0
+    free_noise: FreeNoise = "laplace"
+    free_rho: float = 0.0
     oracle: OracleConfig = field(default_factory=OracleConfig)
     track_error: bool = True
 
@@ -75,7 +79,8 @@ class DQRSConfig:
         """The shared round settings, as a DualQuery configuration."""
         return DualQueryConfig(
             eta=self.eta, samples=self.samples, rounds=self.rounds, delta=self.delta,
-            free_policy=self.free_policy, free_epsilon=self.free_epsilon, oracle=self.oracle,
+            free_policy=self.free_policy, free_epsilon=self.free_epsilon, free_noise=self.free_noise,
+            free_rho=self.free_rho, oracle=self.oracle,
             track_error=self.track_error,
         )
 
@@ -177,6 +182,8 @@ def dqrs(
             "topup_fraction": config.topup_fraction,
             "free_policy": config.free_policy,
             "free_epsilon": config.free_epsilon,
+            "free_noise": config.free_noise,
+            "free_rho": config.free_rho,
         },
         events=tuple(events),
         costs={

@@ -12,22 +12,25 @@ composition), and the tight zCDP analysis; all are reported (:mod:`dq_engine.the
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from dq_engine.accounting import PrivacyEvent, PureDpEvent, compose
+from dq_engine.accounting import PrivacyEvent, PureDpEvent, ZCDPEvent, compose
 from dq_engine.answers import answer_workload
 from dq_engine.data import Dataset
 from dq_engine.errors import ConfigError
 from dq_engine.mw import QueryDistribution, SampledQueries
 from dq_engine.oracle import (
     FreeAttributeFiller,
+    FreeNoise,
     FreePolicy,
     OracleConfig,
     best_response,
+    gaussian_one_way_marginals,
     noisy_one_way_marginals,
     problem_from_samples,
 )
@@ -51,7 +54,13 @@ class DualQueryConfig:
             from a target (ε, δ)).
         delta: δ used to report (ε, δ) costs, in (0, 1).
         free_policy: Free-attribute policy (``zero``, ``random``, ``dp-marginal``).
-        free_epsilon: Pure ε spent once on noisy one-way marginals for ``dp-marginal`` (else 0).
+        free_epsilon: Pure ε spent once on Laplace one-way marginals for ``dp-marginal`` with
+            ``free_noise="laplace"`` (else 0).
+        free_noise: Noise of the ``dp-marginal`` one-way marginals: ``laplace`` (pure ε, the default) or
+            ``gaussian`` (ρ-zCDP; useful with many attributes, see
+            :func:`dq_engine.oracle.free_attributes.gaussian_one_way_marginals`).
+        free_rho: zCDP ρ spent once on Gaussian one-way marginals for ``dp-marginal`` with
+            ``free_noise="gaussian"`` (else 0).
         oracle: Best-response oracle settings.
         track_error: Record internal error-so-far in the diagnostics (costs one O(N) pass per round).
     """
@@ -62,6 +71,8 @@ class DualQueryConfig:
     delta: float = 1e-6
     free_policy: FreePolicy = "random"
     free_epsilon: float = 0.0
+    free_noise: FreeNoise = "laplace"
+    free_rho: float = 0.0
     oracle: OracleConfig = field(default_factory=OracleConfig)
     track_error: bool = True
 
@@ -74,16 +85,36 @@ class DualQueryConfig:
             raise ConfigError(f"rounds ({self.rounds}) must be >= 1")
         if not 0 < self.delta < 1:
             raise ConfigError(f"delta ({self.delta}) must be in (0, 1)")
-        if self.free_policy == "dp-marginal" and not self.free_epsilon > 0:
-            raise ConfigError("free_policy 'dp-marginal' needs free_epsilon > 0")
-        if self.free_policy != "dp-marginal" and self.free_epsilon != 0:
-            raise ConfigError("free_epsilon is only used by free_policy 'dp-marginal'; set it to 0")
+        _check_free_budget(self.free_policy, self.free_noise, self.free_epsilon, self.free_rho)
+
+
+def _check_free_budget(policy: FreePolicy, noise: FreeNoise, epsilon: float, rho: float) -> None:
+    """Check that exactly the budget the free-attribute policy spends is set (shared by DualQuery and DQRS).
+
+    Raises:
+        ConfigError: If the policy, noise and budgets do not fit together.
+    """
+    if noise not in ("laplace", "gaussian"):
+        raise ConfigError(f"free_noise ({noise!r}) must be 'laplace' or 'gaussian'")
+    gaussian = policy == "dp-marginal" and noise == "gaussian"
+    if policy == "dp-marginal" and not gaussian and not epsilon > 0:
+        raise ConfigError("free_policy 'dp-marginal' needs free_epsilon > 0")
+    if gaussian and not (rho > 0 and math.isfinite(rho)):
+        raise ConfigError("free_policy 'dp-marginal' with free_noise 'gaussian' needs free_rho > 0")
+    if policy != "dp-marginal" and epsilon != 0:
+        raise ConfigError("free_epsilon is only used by free_policy 'dp-marginal'; set it to 0")
+    if gaussian and epsilon != 0:
+        raise ConfigError("free_noise 'gaussian' spends free_rho, not free_epsilon; set free_epsilon to 0")
+    if not gaussian and rho != 0:
+        raise ConfigError("free_rho is only used by free_policy 'dp-marginal' with free_noise 'gaussian'; set it to 0")
 
 
 def free_attribute_events(config: DualQueryConfig) -> list[PrivacyEvent]:
     """The event of the dp-marginal free-attribute policy (empty for other policies)."""
     if config.free_policy != "dp-marginal":
         return []
+    if config.free_noise == "gaussian":
+        return [ZCDPEvent(rho=config.free_rho, count=1, label="Gaussian one-way marginals for free attributes")]
     return [PureDpEvent(epsilon=config.free_epsilon, count=1, label="noisy one-way marginals for free attributes")]
 
 
@@ -118,7 +149,9 @@ class RoundLoop:
         self.true_answers = answer_workload(data, workload) if true_answers is None else true_answers
         self.distribution = QueryDistribution(len(workload), eta=config.eta)
         marginals = None
-        if config.free_policy == "dp-marginal":
+        if config.free_policy == "dp-marginal" and config.free_noise == "gaussian":
+            marginals, _ = gaussian_one_way_marginals(data, rho=config.free_rho, rng=rng)
+        elif config.free_policy == "dp-marginal":
             marginals, _ = noisy_one_way_marginals(data, epsilon=config.free_epsilon, rng=rng)
         self.filler = FreeAttributeFiller(data.domain, config.free_policy, marginals)
         self.records: list[np.ndarray] = []
@@ -229,6 +262,8 @@ def dualquery(
             "rounds": config.rounds,
             "free_policy": config.free_policy,
             "free_epsilon": config.free_epsilon,
+            "free_noise": config.free_noise,
+            "free_rho": config.free_rho,
         },
         events=tuple(events),
         costs=dualquery_costs(events, config.delta),

@@ -4,8 +4,10 @@
   takes its first value (code 0) so that the record stays valid.
 * ``random`` -- uniform over the attribute's values (the paper's choice for dense synthetic data).
 * ``dp-marginal`` -- a value drawn from a *noisy* one-way marginal of the attribute (the principled variant
-  the paper's footnote 6 suggests). The noisy marginals are measured once per run with the Laplace
-  mechanism; their cost is a privacy event charged like any other (see :func:`noisy_one_way_marginals`).
+  the paper's footnote 6 suggests). The noisy marginals are measured once per run, with the Laplace mechanism
+  under pure ε (:func:`noisy_one_way_marginals`) or the Gaussian mechanism under ρ-zCDP
+  (:func:`gaussian_one_way_marginals`, the one that stays useful with tens of thousands of attributes); their
+  cost is a privacy event charged like any other.
 
 The policy only fills attributes the oracle leaves unconstrained, so it never changes the objective.
 """
@@ -16,14 +18,23 @@ from typing import Literal
 
 import numpy as np
 
-from dq_engine.accounting import PureDpEvent
+from dq_engine.accounting import PureDpEvent, ZCDPEvent
 from dq_engine.data import Dataset
 from dq_engine.domain import Domain
 from dq_engine.errors import ConfigError
 
-__all__ = ["FreeAttributeFiller", "FreePolicy", "noisy_one_way_marginals"]
+__all__ = [
+    "FreeAttributeFiller",
+    "FreeNoise",
+    "FreePolicy",
+    "gaussian_marginal_sigma",
+    "gaussian_one_way_marginals",
+    "gaussian_sensitivity_squared",
+    "noisy_one_way_marginals",
+]
 
 FreePolicy = Literal["zero", "random", "dp-marginal"]
+FreeNoise = Literal["laplace", "gaussian"]
 
 
 def noisy_one_way_marginals(
@@ -51,6 +62,64 @@ def noisy_one_way_marginals(
     return marginals, event
 
 
+def gaussian_sensitivity_squared(domain: Domain) -> int:
+    """Squared L2 sensitivity, in counts, of the cells :func:`gaussian_one_way_marginals` measures.
+
+    Replace-one neighbours (``n`` public): one record moves from value ``a`` to value ``b`` of each attribute
+    where the two records differ, so each attribute's histogram changes by ``-1`` in one cell and ``+1`` in
+    another. For an attribute with ``k > 2`` values all ``k`` cells are measured: squared change ``2``. For a
+    binary attribute only the count of ones is measured (the count of zeros is ``n`` minus it, public
+    post-processing): squared change ``1``. Summed over attributes that all differ, the worst case is
+    ``(#binary) + 2·(#non-binary)``; for ``d`` binary attributes the L2 sensitivity is ``√d`` counts, i.e.
+    ``√d/n`` on proportions (``√(2d)/n`` if both cells of each binary table were measured).
+    """
+    sizes = np.asarray(domain.sizes)
+    return int(np.sum(np.where(sizes == 2, 1, np.where(sizes == 1, 0, 2))))  # a 1-value attribute never changes
+
+
+def gaussian_marginal_sigma(domain: Domain, *, n: int, rho: float) -> float:
+    """Standard deviation of the noise on each measured proportion: ``√(Δ²/(2ρ)) / n``.
+
+    The Gaussian mechanism with L2 sensitivity ``Δ`` and noise ``N(0, σ²)`` per coordinate is
+    ``Δ²/(2σ²)``-zCDP (Bun & Steinke 2016, Prop. 1.6); ``σ = Δ/√(2ρ)`` in counts.
+    """
+    if not rho > 0:
+        raise ConfigError(f"free-attribute rho ({rho}) must be > 0 for the Gaussian dp-marginal policy")
+    return float(np.sqrt(gaussian_sensitivity_squared(domain) / (2.0 * rho)) / n)
+
+
+def gaussian_one_way_marginals(
+    data: Dataset, *, rho: float, rng: np.random.Generator
+) -> tuple[list[np.ndarray], ZCDPEvent]:
+    """ρ-zCDP one-way marginals of every attribute (Gaussian mechanism), as probability vectors.
+
+    Binary attribute: noisy proportion of ones ``p̃ = c/n + N(0, σ²)`` clipped into [0, 1], marginal
+    ``(1 - p̃, p̃)``. Other attributes: every cell gets ``N(0, (σn)²)`` on its count; clipped at 0 and
+    normalised (uniform if all cells clip). ``σ`` comes from :func:`gaussian_marginal_sigma` (sensitivity
+    stated in :func:`gaussian_sensitivity_squared`); clipping and normalising are post-processing.
+
+    Returns:
+        The probability vectors and the privacy event to charge (one ρ-zCDP invocation).
+    """
+    sigma = gaussian_marginal_sigma(data.domain, n=data.n, rho=rho)
+    counts = data.one_way_counts()
+    sizes = np.asarray(data.domain.sizes)
+    marginals: list[np.ndarray] = [np.empty(0)] * len(counts)
+    binary = np.nonzero(sizes == 2)[0]
+    if len(binary):
+        ones = np.array([counts[j][1] for j in binary], dtype=np.float64) / data.n
+        noisy = np.clip(ones + rng.normal(0.0, sigma, size=len(binary)), 0.0, 1.0)
+        for j, p in zip(binary, noisy, strict=True):
+            marginals[j] = np.array([1.0 - p, p])
+    for j in np.nonzero(sizes != 2)[0]:
+        histogram = counts[j]
+        noisy = np.clip(histogram + rng.normal(0.0, sigma * data.n, size=histogram.shape), 0.0, None)
+        total = noisy.sum()
+        marginals[j] = noisy / total if total > 0 else np.full(histogram.shape, 1.0 / len(histogram))
+    event = ZCDPEvent(rho=rho, count=1, label="Gaussian one-way marginals for free attributes")
+    return marginals, event
+
+
 class FreeAttributeFiller:
     """Fills free attributes of a best response according to a policy.
 
@@ -68,7 +137,15 @@ class FreeAttributeFiller:
         self.domain = domain
         self.policy = policy
         if marginals is not None:
-            self._cumulative = [np.cumsum(p) for p in marginals]
+            # cumulative sums padded with +inf to one table, so that a whole set of free attributes is drawn
+            # in one vectorised searchsorted (a Python loop costs ~0.3 s per round at 100,000 attributes)
+            width = max(len(p) for p in marginals)
+            self._cumulative = np.full((len(marginals), width), np.inf)
+            self._last = np.empty(len(marginals))
+            for j, p in enumerate(marginals):
+                cumulative = np.cumsum(p)
+                self._cumulative[j, : len(p)] = cumulative
+                self._last[j] = cumulative[-1]
 
     def fill(self, codes: np.ndarray, free: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Return ``codes`` with the attributes listed in ``free`` set by the policy."""
@@ -80,9 +157,8 @@ class FreeAttributeFiller:
         elif self.policy == "random":
             codes[free] = (rng.random(len(free)) * self.domain.sizes[free]).astype(np.int64)
         else:
-            draws = rng.random(len(free))
-            for attribute, u in zip(free, draws, strict=True):
-                cumulative = self._cumulative[attribute]
-                codes[attribute] = min(int(np.searchsorted(cumulative, u * cumulative[-1], side="right")),
-                                       len(cumulative) - 1)
+            draws = rng.random(len(free)) * self._last[free]
+            # searchsorted(cumulative, u · total, side="right") = number of cumulative sums <= u · total
+            index = (self._cumulative[free] <= draws[:, None]).sum(axis=1)
+            codes[free] = np.minimum(index, self.domain.sizes[free] - 1)
         return codes
