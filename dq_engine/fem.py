@@ -437,6 +437,46 @@ def run_primal_game(
     )
 
 
+def play_primal_game(
+    data: Dataset,
+    workload: Workload,
+    config: object,
+    *,
+    mechanism: str,
+    perturbation: Perturbation,
+    rng: np.random.Generator,
+    progress: ProgressCallback | None,
+    executor: Executor | None = None,
+) -> SynthesisResult:
+    """Run :func:`run_primal_game` with the shared fields of a FEM or sepFEM configuration.
+
+    Args:
+        data: Private dataset.
+        workload: Positive queries.
+        config: A :class:`FEMConfig` or :class:`dq_engine.sepfem.SepFEMConfig` (checked by
+            :func:`check_game_parameters`).
+        mechanism: Name recorded in the result (``"fem"`` or ``"sepfem"``).
+        perturbation: The data player's perturbation (Algorithm 2 or 3).
+        rng: Generator.
+        progress: Called after every data-player round with its diagnostics.
+        executor: Runs each round's oracle calls instead of ``config.workers`` processes.
+    """
+    settings = PrimalGameSettings(
+        mechanism=mechanism,
+        epsilon_0=config.epsilon_0,
+        noise_scale=config.noise_scale,
+        samples=config.samples,
+        rounds=config.rounds,
+        perturbation=perturbation,
+        burn_in=config.burn_in,
+        delta=config.delta,
+        oracle=config.oracle,
+        workers=config.workers,
+        track_error=config.track_error,
+    )
+    return run_primal_game(data, workload, settings, rng=rng, progress=progress, executor=executor)
+
+
 def fem(
     data: Dataset,
     workload: Workload,
@@ -461,17 +501,7 @@ def fem(
         ``(T + 1 - burn-in rounds) · s`` records (value codes, uniform weights), the ``T`` exponential
         mechanism events and their costs in paper and tight modes.
     """
-    settings = PrimalGameSettings(
-        mechanism="fem",
-        epsilon_0=config.epsilon_0,
-        noise_scale=config.noise_scale,
-        samples=config.samples,
-        rounds=config.rounds,
-        perturbation=config.perturbation,
-        burn_in=config.burn_in,
-        delta=config.delta,
-        oracle=config.oracle,
-        workers=config.workers,
-        track_error=config.track_error,
+    return play_primal_game(
+        data, workload, config, mechanism="fem", perturbation=config.perturbation,
+        rng=rng, progress=progress, executor=executor,
     )
-    return run_primal_game(data, workload, settings, rng=rng, progress=progress, executor=executor)

@@ -28,11 +28,10 @@ import numpy as np
 
 from dq_engine.data import Dataset
 from dq_engine.fem import (
-    PrimalGameSettings,
     ProgressCallback,
     check_game_parameters,
     default_fem_oracle,
-    run_primal_game,
+    play_primal_game,
 )
 from dq_engine.oracle import OracleConfig
 from dq_engine.results import SynthesisResult
@@ -91,17 +90,7 @@ def sepfem(
         progress: Called after every data-player round with its diagnostics.
         executor: Runs each round's oracle calls instead of ``config.workers`` processes (see :func:`fem`).
     """
-    settings = PrimalGameSettings(
-        mechanism="sepfem",
-        epsilon_0=config.epsilon_0,
-        noise_scale=config.noise_scale,
-        samples=config.samples,
-        rounds=config.rounds,
-        perturbation="separator-laplace",
-        burn_in=config.burn_in,
-        delta=config.delta,
-        oracle=config.oracle,
-        workers=config.workers,
-        track_error=config.track_error,
+    return play_primal_game(
+        data, workload, config, mechanism="sepfem", perturbation="separator-laplace",
+        rng=rng, progress=progress, executor=executor,
     )
-    return run_primal_game(data, workload, settings, rng=rng, progress=progress, executor=executor)
