@@ -170,6 +170,30 @@ def _game_budget(
     return calibrate_fem(epsilon=public.epsilon, delta=public.delta, mode=mode, rounds=rounds)
 
 
+def _game_config(
+    config_type: type[FEMConfig] | type[SepFEMConfig],
+    public: PublicQuantities,
+    *,
+    mode: AccountingMode,
+    cap: int,
+    default_noise_scale: float,
+    rounds: int | None,
+    epsilon_0: float | None,
+    samples: int | None,
+    noise_scale: float | None,
+    oracle: OracleConfig | None,
+    workers: int,
+    track_error: bool,
+) -> FEMConfig | SepFEMConfig:
+    """The FEM / sepFEM rule for ``config_type``: budget from :func:`_game_budget`, explicit values kept."""
+    epsilon_0, rounds = _game_budget(public, mode=mode, cap=cap, rounds=rounds, epsilon_0=epsilon_0)
+    return config_type(
+        epsilon_0=epsilon_0, noise_scale=default_noise_scale if noise_scale is None else noise_scale,
+        samples=ftpl_samples(rounds) if samples is None else samples, rounds=rounds, delta=public.delta,
+        oracle=ftpl_oracle() if oracle is None else oracle, workers=workers, track_error=track_error,
+    )
+
+
 def fem_config(
     public: PublicQuantities,
     *,
@@ -188,11 +212,10 @@ def fem_config(
         AccountingError: If the target cannot be met, or explicit ``rounds`` and ``epsilon_0`` exceed it.
         ConfigError: If neither a target ε nor both ``rounds`` and ``epsilon_0`` are given.
     """
-    epsilon_0, rounds = _game_budget(public, mode=mode, cap=FEM_ROUNDS_CAP, rounds=rounds, epsilon_0=epsilon_0)
-    return FEMConfig(
-        epsilon_0=epsilon_0, noise_scale=FEM_NOISE_SCALE if noise_scale is None else noise_scale,
-        samples=ftpl_samples(rounds) if samples is None else samples, rounds=rounds, delta=public.delta,
-        oracle=ftpl_oracle() if oracle is None else oracle, workers=workers, track_error=track_error,
+    return _game_config(
+        FEMConfig, public, mode=mode, cap=FEM_ROUNDS_CAP, default_noise_scale=FEM_NOISE_SCALE,
+        rounds=rounds, epsilon_0=epsilon_0, samples=samples, noise_scale=noise_scale, oracle=oracle,
+        workers=workers, track_error=track_error,
     )
 
 
@@ -209,11 +232,10 @@ def sepfem_config(
     track_error: bool = True,
 ) -> SepFEMConfig:
     """The sepFEM rule: FEM's with T capped at 100 and separator weights of Laplace scale 0.5."""
-    epsilon_0, rounds = _game_budget(public, mode=mode, cap=SEPFEM_ROUNDS_CAP, rounds=rounds, epsilon_0=epsilon_0)
-    return SepFEMConfig(
-        epsilon_0=epsilon_0, noise_scale=SEPFEM_NOISE_SCALE if noise_scale is None else noise_scale,
-        samples=ftpl_samples(rounds) if samples is None else samples, rounds=rounds, delta=public.delta,
-        oracle=ftpl_oracle() if oracle is None else oracle, workers=workers, track_error=track_error,
+    return _game_config(
+        SepFEMConfig, public, mode=mode, cap=SEPFEM_ROUNDS_CAP, default_noise_scale=SEPFEM_NOISE_SCALE,
+        rounds=rounds, epsilon_0=epsilon_0, samples=samples, noise_scale=noise_scale, oracle=oracle,
+        workers=workers, track_error=track_error,
     )
 
 
