@@ -13,27 +13,13 @@ from dqrelease.config import Schema, load_schema
 from dqrelease.decode import decode_records
 from dqrelease.discretize import discretize
 from dqrelease.errors import ValidationFailedError
-from dqrelease.warehouse import connect
 from expectations.validate import validate_synthetic, validate_table
+from tests.pipeline.toy_schema import toy_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT_SCHEMA = load_schema(ROOT / "examples" / "adult" / "schema.toml")
 
-SCHEMA = Schema.model_validate({
-    "columns": [
-        {"name": "colour", "type": "categorical", "values": ["red", "blue", "?"], "aliases": {"RED": "red"}},
-        {"name": "size", "type": "integer", "edges": [0, 10, 100]},
-        {"name": "weight", "type": "float", "edges": [0.0, 0.5, 2.5], "out_of_range": "clip"},
-        {"name": "flag", "type": "binary"},
-        {"name": "score", "type": "float", "edges": [0, 1], "nullable": True, "missing_bucket": True},
-    ]
-})
-
-
-@pytest.fixture()
-def con():
-    with connect(None) as connection:
-        yield connection
+SCHEMA = toy_schema(drop=("note",))
 
 
 def _random_codes(schema: Schema, rows: int, seed: int) -> np.ndarray:

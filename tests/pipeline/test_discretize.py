@@ -13,28 +13,13 @@ from dqrelease.config import CategoricalColumn, NumericColumn, Schema, SourceCon
 from dqrelease.discretize import discretize, domain_from_schema
 from dqrelease.errors import ValidationFailedError
 from dqrelease.ingest import ingest_source
-from dqrelease.warehouse import connect
+from tests.pipeline.toy_schema import toy_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
 KDD99 = ROOT / "examples" / "kdd99"
 
-SCHEMA = Schema.model_validate({
-    "columns": [
-        {"name": "colour", "type": "categorical", "values": ["red", "blue", "?"], "aliases": {"RED": "red"}},
-        {"name": "size", "type": "integer", "edges": [0, 10, 100]},
-        {"name": "weight", "type": "float", "edges": [0.0, 0.5, 2.5], "out_of_range": "clip"},
-        {"name": "flag", "type": "binary"},
-        {"name": "note", "type": "categorical", "values": ["a", "none"], "missing": "none", "nullable": True},
-        {"name": "score", "type": "float", "edges": [0, 1], "nullable": True, "missing_bucket": True},
-    ]
-})
-
-
-@pytest.fixture()
-def con():
-    with connect(None) as connection:
-        yield connection
+SCHEMA = toy_schema()
 
 
 def _table(con, columns: dict[str, list], name: str = "raw") -> None:

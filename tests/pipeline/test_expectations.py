@@ -11,24 +11,15 @@ import expectations.validate as validate_module
 from dqrelease.config import Schema, load_config, load_schema
 from dqrelease.errors import ValidationFailedError
 from dqrelease.ingest import ingest_source
-from dqrelease.warehouse import connect
 from expectations.suite import build_published_suite, build_suite, number_column
 from expectations.validate import validate_synthetic, validate_table
+from tests.pipeline.toy_schema import toy_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
 KDD99 = ROOT / "examples" / "kdd99"
 
-SCHEMA = Schema.model_validate({
-    "columns": [
-        {"name": "colour", "type": "categorical", "values": ["red", "blue", "?"], "aliases": {"RED": "red"}},
-        {"name": "size", "type": "integer", "edges": [0, 10, 100]},
-        {"name": "weight", "type": "float", "edges": [0.0, 0.5, 2.5], "out_of_range": "clip"},
-        {"name": "flag", "type": "binary"},
-        {"name": "note", "type": "categorical", "values": ["a", "none"], "missing": "none", "nullable": True},
-        {"name": "score", "type": "float", "edges": [0, 1], "nullable": True, "missing_bucket": True},
-    ]
-})
+SCHEMA = toy_schema()
 GOOD = {
     "colour": ["red", "RED", "?", "blue"],
     "size": ["0", "9", "10", "99"],
@@ -37,12 +28,6 @@ GOOD = {
     "note": ["a", None, "none", "a"],
     "score": ["0.5", None, "0", "0.999"],
 }
-
-
-@pytest.fixture()
-def con():
-    with connect(None) as connection:
-        yield connection
 
 
 def _table(con, columns: dict[str, list], name: str = "raw") -> str:

@@ -11,7 +11,7 @@ import pytest
 from dqrelease.config import Schema, SourceConfig, load_config, load_schema
 from dqrelease.errors import ConfigInvalidError, ValidationFailedError
 from dqrelease.ingest import ingest_source
-from dqrelease.warehouse import connect, table_columns
+from dqrelease.warehouse import table_columns
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
@@ -25,12 +25,6 @@ TWO_COLUMNS = _schema([
     {"name": "colour", "type": "categorical", "values": ["red", "blue"]},
     {"name": "size", "type": "integer", "edges": [0, 10, 100]},
 ])
-
-
-@pytest.fixture()
-def con():
-    with connect(None) as connection:
-        yield connection
 
 
 def _rows(con, sql: str) -> list[tuple]:
