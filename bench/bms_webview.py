@@ -38,7 +38,6 @@ import argparse
 import csv
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -50,7 +49,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from scale_common import errors_against_baselines, machine, peak_rss_gb, run_dualquery_timed, save_plot
+from scale_common import errors_against_baselines, machine, peak_rss_gb, run_dualquery_timed, save_plot, save_report
 
 from dq_engine.answers import answer_workload
 from dq_engine.calibration import calibrate_rounds, mechanism_cost
@@ -374,10 +373,7 @@ def main() -> None:
         report["pipeline"] = run_pipeline(args)
         print({k: report["pipeline"].get(k) for k in ("returncode", "wall_seconds", "peak_rss_main_gb", "errors")},
               flush=True)
-    report["machine"]["load_average_end"] = os.getloadavg()
-    args.out.write_text(json.dumps(report, indent=1, default=float))
-    write_csv(report["rows"], args.out.with_suffix(".csv"))
-    plot(report["rows"], args.out.with_suffix(".png"))
+    save_report(report, args.out, write_csv=write_csv, plot=plot)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from engine_data import WORKLOAD_SEED, load_adult, load_kdd99
-from scale_common import errors_against_baselines, machine, peak_rss_gb, run_dualquery_timed, save_plot
+from scale_common import cpsat_calls, errors_against_baselines, machine, peak_rss_gb, run_dualquery_timed, save_plot
 
 from dq_engine.answers import answer_workload
 from dq_engine.calibration import calibrate_rounds, mechanism_cost
@@ -123,11 +123,6 @@ def plot(report: dict, path: Path) -> None:
 CSV_FIELDS = ("dataset", "target_epsilon", "accounting", "rounds", "epsilon_paper", "epsilon_tight", "dq_max",
               "dq_mean", "zeros_max", "uniform_max", "run_s", "sampling_s", "oracle_s", "mw_update_s", "other_s",
               "oracle_median_s", "oracle_p95_s", "oracle_median_gap", "cpsat_calls", "load_average_1min")
-
-
-def cpsat_calls(oracle: dict) -> int:
-    """Rounds in which CP-SAT actually ran (not skipped as dense, not switched off)."""
-    return sum(count for status, count in oracle["statuses"].items() if status not in ("NOT_RUN", "SKIPPED_DENSE"))
 
 
 def write_csv(rows: list[dict], path: Path) -> None:

@@ -40,7 +40,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 from engine_data import WORKLOAD_SEED, load_kdd99
-from scale_common import errors_against_baselines, machine, peak_rss_gb, run_dualquery_timed, save_plot
+from scale_common import (
+    cpsat_calls,
+    errors_against_baselines,
+    machine,
+    peak_rss_gb,
+    run_dualquery_timed,
+    save_plot,
+    save_report,
+)
 
 from dq_engine.answers import answer_workload
 from dq_engine.calibration import mechanism_cost
@@ -143,11 +151,6 @@ CSV_FIELDS = ("queries", "seed", "n", "eta", "samples", "rounds", "epsilon_paper
               "oracle_max_gap", "cpsat_calls", "peak_rss_gb", "load_average_end", "failed")
 
 
-def cpsat_calls(oracle: dict) -> int:
-    """Rounds in which CP-SAT actually ran (not skipped as dense, not switched off)."""
-    return sum(count for status, count in oracle["statuses"].items() if status not in ("NOT_RUN", "SKIPPED_DENSE"))
-
-
 def write_csv(rows: list[dict], path: Path) -> None:
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
@@ -220,10 +223,7 @@ def main() -> None:
               f"MW round {row['mw_round_ms']:.1f} ms peak {row['peak_rss_gb']:.2f} GB", flush=True)
         args.out.write_text(json.dumps(report, indent=1, default=float))  # partial results survive a crash
     scratch.unlink(missing_ok=True)
-    report["machine"]["load_average_end"] = os.getloadavg()
-    args.out.write_text(json.dumps(report, indent=1, default=float))
-    write_csv(report["rows"], args.out.with_suffix(".csv"))
-    plot(report["rows"], args.out.with_suffix(".png"))
+    save_report(report, args.out, write_csv=write_csv, plot=plot)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ import argparse
 import csv
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -48,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from scale_common import errors_against_baselines, machine, peak_rss_gb, run_dualquery_timed, save_plot
+from scale_common import errors_against_baselines, machine, peak_rss_gb, run_dualquery_timed, save_plot, save_report
 
 from dq_engine.accounting import ZCDPEvent, compose
 from dq_engine.answers import answer_workload
@@ -391,10 +390,7 @@ def main() -> None:
             args.out.write_text(json.dumps(report, indent=1, default=float))  # partial results survive a crash
     scratch.unlink(missing_ok=True)
     report["rows"].sort(key=lambda r: (r["attributes"], r["seed"]))
-    report["machine"]["load_average_end"] = os.getloadavg()
-    args.out.write_text(json.dumps(report, indent=1, default=float))
-    write_csv(report["rows"], args.out.with_suffix(".csv"))
-    plot(report["rows"], args.out.with_suffix(".png"))
+    save_report(report, args.out, write_csv=write_csv, plot=plot)
 
 
 if __name__ == "__main__":

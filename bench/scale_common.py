@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import resource
@@ -105,3 +106,16 @@ def errors_against_baselines(workload: Workload, true_answers: np.ndarray, recor
     return {"dualquery": error_summary(true_answers, synthetic),
             "zeros": error_summary(true_answers, zeros_answers(workload)),
             "uniform": error_summary(true_answers, uniform_answers(workload))}
+
+
+def cpsat_calls(oracle: dict) -> int:
+    """Rounds in which CP-SAT actually ran (not skipped as dense, not switched off)."""
+    return sum(count for status, count in oracle["statuses"].items() if status not in ("NOT_RUN", "SKIPPED_DENSE"))
+
+
+def save_report(report: dict, out: Path, *, write_csv: Callable, plot: Callable) -> None:
+    """Stamp the end-of-run load average, then write the report as JSON beside its CSV table and PNG plot."""
+    report["machine"]["load_average_end"] = os.getloadavg()
+    out.write_text(json.dumps(report, indent=1, default=float))
+    write_csv(report["rows"], out.with_suffix(".csv"))
+    plot(report["rows"], out.with_suffix(".png"))
