@@ -70,7 +70,11 @@ class Dataset:
         """
         codes = np.asarray(codes)
         if codes.ndim != 2 or codes.shape[1] != len(domain):
-            raise DomainError(f"codes must have shape (n, {len(domain)}), got {codes.shape}")
+            # the number of rows can be private (add/remove neighbours): only the column count is named
+            raise DomainError(
+                f"codes must be a 2-d array with {len(domain)} columns (one per attribute), "
+                f"got {codes.ndim} dimension(s) and {codes.shape[-1] if codes.ndim else 0} columns"
+            )
         if codes.shape[0] == 0:
             raise DomainError("the dataset is empty; DualQuery needs n >= 1 records")
         for j, attribute in enumerate(domain.attributes):
@@ -122,9 +126,11 @@ class Dataset:
             raise DomainError("the dataset is empty; DualQuery needs n >= 1 records")
         packed = np.asarray(packed)
         if packed.dtype != np.uint8 or packed.shape != (domain.n_bits, (n + 7) // 8):
+            # no row or byte counts in the message: they reveal n, which can be private
             raise DomainError(
-                f"packed columns must be uint8 of shape ({domain.n_bits}, {(n + 7) // 8}); "
-                f"got {packed.dtype} {packed.shape}: pack each attribute's column with numpy.packbits"
+                f"packed columns must be uint8 with one row per bit ({domain.n_bits}) and ceil(n/8) bytes per row; "
+                f"got {packed.dtype} with {packed.shape[0] if packed.ndim else 0} rows: pack each attribute's "
+                "column with numpy.packbits"
             )
         if n % 8 and np.any(packed[:, -1] & np.uint8((1 << (8 - n % 8)) - 1)):
             raise DomainError("packed columns have bits set past record n; pad the last byte with zeros")
