@@ -105,6 +105,8 @@ def run_one(
     samples: int | None = None,
     free_policy: str = "random",
     free_fraction: float = 0.0,
+    rows_per_round: int = 1,
+    free_scope: str = "untouched",
 ) -> dict:
     """One size: data, workload, true answers, DualQuery with phase times, errors, peak RSS."""
     times = {}
@@ -129,7 +131,8 @@ def run_one(
         "dualquery", epsilon=EPSILON, delta=DELTA, eta=eta, samples=samples, n=n, mode=mode, free_rho=free_rho
     )
     config = DualQueryConfig(
-        eta=eta, samples=samples, rounds=rounds, delta=DELTA, oracle=oracle, track_error=False, **free
+        eta=eta, samples=samples, rounds=rounds, delta=DELTA, oracle=oracle, track_error=False,
+        rows_per_round=rows_per_round, free_scope=free_scope, **free
     )
     records, timing = run_dualquery_timed(data, workload, truth, config, seed=seed)
     began = time.perf_counter()
@@ -154,6 +157,9 @@ def run_one(
         "free_fraction": free_fraction,
         "free_rho": free_rho,
         "free_sigma": gaussian_marginal_sigma(domain, n=n, rho=free_rho) if free_rho > 0 else None,
+        "rows_per_round": rows_per_round,
+        "free_scope": free_scope,
+        "published_rows": int(records.shape[0]),
         "epsilon": costs,
         "delta": DELTA,
         "times": times,
@@ -186,6 +192,10 @@ def _child(args: argparse.Namespace, d: int, seed: int, out: Path) -> dict:
         args.free_policy,
         "--free-fraction",
         str(args.free_fraction),
+        "--rows-per-round",
+        str(args.rows_per_round),
+        "--free-scope",
+        args.free_scope,
     ]
     if args.samples:
         command += ["--samples", str(args.samples)]
@@ -325,6 +335,11 @@ def main() -> None:
                         help="free attributes: fair coins (the paper's choice) or Gaussian noisy one-way marginals")
     parser.add_argument("--free-fraction", type=float, default=0.1,
                         help="share of the total zCDP rho spent on the Gaussian marginals (dp-marginal-gaussian only)")
+    parser.add_argument("--rows-per-round", type=int, default=1,
+                        help="rows published per round, free attributes redrawn in each (default 1: the paper)")
+    parser.add_argument("--free-scope", choices=("untouched", "slack"), default="untouched",
+                        help="attributes the free policy fills: untouched by the samples (the paper) or also the "
+                             "touched ones the record does not need (slack)")
     parser.add_argument("--merge", action="store_true",
                         help="keep the rows of other sizes already in --out (add a size without re-running the rest)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
@@ -344,6 +359,8 @@ def main() -> None:
             samples=args.samples,
             free_policy=args.free_policy,
             free_fraction=args.free_fraction,
+            rows_per_round=args.rows_per_round,
+            free_scope=args.free_scope,
         )
         args.one_out.write_text(json.dumps(result, default=float))
         return
@@ -363,6 +380,8 @@ def main() -> None:
         "accounting": args.accounting,
         "free_policy": args.free_policy,
         "free_fraction": args.free_fraction if args.free_policy != "random" else None,
+        "rows_per_round": args.rows_per_round,
+        "free_scope": args.free_scope,
         "total_rho": total_rho(args.accounting),
         "rows": [],
     }

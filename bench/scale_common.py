@@ -97,7 +97,7 @@ def run_dualquery_timed(data: Dataset, workload: Workload, true_answers: np.ndar
         "max_gap": float(np.max(objective_gap)) if objective_gap else None,
         "mean_distinct_clauses": float(np.mean([d.distinct for d in diagnostics])),
     }
-    return np.stack(loop.records), {"phases": phases, "oracle": oracle_stats}
+    return loop.rows(), {"phases": phases, "oracle": oracle_stats}
 
 
 def errors_against_baselines(workload: Workload, true_answers: np.ndarray, records: np.ndarray) -> dict:

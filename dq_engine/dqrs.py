@@ -29,7 +29,7 @@ import numpy as np
 
 from dq_engine.accounting import compose
 from dq_engine.data import Dataset
-from dq_engine.dualquery import DualQueryConfig, ProgressCallback, RoundLoop, free_attribute_events
+from dq_engine.dualquery import DualQueryConfig, FreeScope, ProgressCallback, RoundLoop, free_attribute_events
 from dq_engine.errors import ConfigError
 from dq_engine.mw import QueryDistribution, SampledQueries
 from dq_engine.oracle import FreeNoise, FreePolicy, OracleConfig
@@ -54,6 +54,8 @@ class DQRSConfig:
         free_epsilon: Pure ε of the Laplace one-way marginals (``dp-marginal`` with ``laplace`` noise only).
         free_noise: ``laplace`` (default) or ``gaussian`` noise on the ``dp-marginal`` one-way marginals.
         free_rho: zCDP ρ of the Gaussian one-way marginals (``dp-marginal`` with ``gaussian`` noise only).
+        rows_per_round: Rows published per round (see :class:`dq_engine.dualquery.DualQueryConfig`).
+        free_scope: ``untouched`` or ``slack`` (see :class:`dq_engine.dualquery.DualQueryConfig`).
         oracle: Oracle settings.
         track_error: Record internal error-so-far per round.
     """
@@ -67,6 +69,8 @@ class DQRSConfig:
     free_epsilon: float = 0.0
     free_noise: FreeNoise = "laplace"
     free_rho: float = 0.0
+    rows_per_round: int = 1
+    free_scope: FreeScope = "untouched"
     oracle: OracleConfig = field(default_factory=OracleConfig)
     track_error: bool = True
 
@@ -80,7 +84,8 @@ class DQRSConfig:
         return DualQueryConfig(
             eta=self.eta, samples=self.samples, rounds=self.rounds, delta=self.delta,
             free_policy=self.free_policy, free_epsilon=self.free_epsilon, free_noise=self.free_noise,
-            free_rho=self.free_rho, oracle=self.oracle,
+            free_rho=self.free_rho, rows_per_round=self.rows_per_round,
+            free_scope=self.free_scope, oracle=self.oracle,
             track_error=self.track_error,
         )
 
@@ -174,7 +179,7 @@ def dqrs(
     return SynthesisResult(
         mechanism="dqrs",
         domain=data.domain,
-        records=np.stack(loop.records),
+        records=loop.rows(),
         parameters={
             "eta": config.eta,
             "samples": config.samples,
@@ -184,6 +189,8 @@ def dqrs(
             "free_epsilon": config.free_epsilon,
             "free_noise": config.free_noise,
             "free_rho": config.free_rho,
+            "rows_per_round": config.rows_per_round,
+            "free_scope": config.free_scope,
         },
         events=tuple(events),
         costs={

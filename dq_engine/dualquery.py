@@ -16,11 +16,12 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
 from dq_engine.accounting import PrivacyEvent, PureDpEvent, ZCDPEvent, compose
-from dq_engine.answers import answer_workload
+from dq_engine.answers import answer_records, answer_workload
 from dq_engine.data import Dataset
 from dq_engine.errors import ConfigError
 from dq_engine.mw import QueryDistribution, SampledQueries
@@ -38,9 +39,10 @@ from dq_engine.results import RoundDiagnostics, SynthesisResult
 from dq_engine.theorems import dualquery_events
 from dq_engine.workload import Workload
 
-__all__ = ["DualQueryConfig", "RoundLoop", "dualquery"]
+__all__ = ["DualQueryConfig", "FreeScope", "RoundLoop", "dualquery"]
 
 ProgressCallback = Callable[[RoundDiagnostics], None]
+FreeScope = Literal["untouched", "slack"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +63,18 @@ class DualQueryConfig:
             :func:`dq_engine.oracle.free_attributes.gaussian_one_way_marginals`).
         free_rho: zCDP ρ spent once on Gaussian one-way marginals for ``dp-marginal`` with
             ``free_noise="gaussian"`` (else 0).
+        rows_per_round: Rows published per round, ``k`` >= 1 (default 1, the paper's algorithm). With ``k > 1``
+            each round's best response becomes ``k`` rows that share every attribute a sampled query touches and
+            draw the free attributes independently (policy ``random`` or ``dp-marginal``). Every row is a best
+            response to the same samples, so the round's mixed strategy (their average) is one too and the MW
+            update uses it; the rows are post-processing of already-charged outputs, so the privacy cost is
+            unchanged. It lowers the variance the free attributes add to the answers (docs/decisions.md,
+            "Several rows per round").
+        free_scope: Which attributes the free-attribute policy fills: ``untouched`` (the paper's §6.4: those no
+            sampled query touches) or ``slack`` (also the touched attributes the chosen record does not need
+            to keep its satisfied sampled queries satisfied,
+            :meth:`~dq_engine.oracle.problem.BestResponseProblem.needed_attributes`; the objective can only
+            rise, so each row stays a best response).
         oracle: Best-response oracle settings.
         track_error: Record internal error-so-far in the diagnostics (costs one O(N) pass per round).
     """
@@ -73,6 +87,8 @@ class DualQueryConfig:
     free_epsilon: float = 0.0
     free_noise: FreeNoise = "laplace"
     free_rho: float = 0.0
+    rows_per_round: int = 1
+    free_scope: FreeScope = "untouched"
     oracle: OracleConfig = field(default_factory=OracleConfig)
     track_error: bool = True
 
@@ -86,6 +102,25 @@ class DualQueryConfig:
         if not 0 < self.delta < 1:
             raise ConfigError(f"delta ({self.delta}) must be in (0, 1)")
         _check_free_budget(self.free_policy, self.free_noise, self.free_epsilon, self.free_rho)
+        _check_rows_per_round(self.rows_per_round, self.free_policy)
+        if self.free_scope not in ("untouched", "slack"):
+            raise ConfigError(f"free_scope ({self.free_scope!r}) must be 'untouched' or 'slack'")
+
+
+def _check_rows_per_round(rows: int, policy: FreePolicy) -> None:
+    """Check the rows-per-round setting (shared by DualQuery and DQRS).
+
+    Raises:
+        ConfigError: If ``rows`` is not a positive integer, or is above 1 with the ``zero`` policy (whose
+            rows would all be the same record).
+    """
+    if isinstance(rows, bool) or not isinstance(rows, int | np.integer) or rows < 1:
+        raise ConfigError(f"rows_per_round ({rows!r}) must be an integer >= 1")
+    if rows > 1 and policy == "zero":
+        raise ConfigError(
+            "rows_per_round > 1 needs free attributes drawn at random (free_policy 'random' or 'dp-marginal'); "
+            "with 'zero' every row is the same record, so set rows_per_round to 1"
+        )
 
 
 def _check_free_budget(policy: FreePolicy, noise: FreeNoise, epsilon: float, rho: float) -> None:
@@ -154,7 +189,8 @@ class RoundLoop:
         elif config.free_policy == "dp-marginal":
             marginals, _ = noisy_one_way_marginals(data, epsilon=config.free_epsilon, rng=rng)
         self.filler = FreeAttributeFiller(data.domain, config.free_policy, marginals)
-        self.records: list[np.ndarray] = []
+        self.records: list[np.ndarray] = []  # one best response per round (its first published row)
+        self.blocks: list[np.ndarray] = []  # the rows published per round, shape (rows_per_round, m) each
         self.synthetic_sum = np.zeros(len(workload), dtype=np.float64)
         self.diagnostics: list[RoundDiagnostics] = []
         # two (N,) buffers reused every round (the payoff and the error so far): fresh 16 MB temporaries at
@@ -165,7 +201,7 @@ class RoundLoop:
     def play(
         self, t: int, samples: SampledQueries, extra: dict[str, float] | None = None, *, sample_seconds: float = 0.0
     ) -> np.ndarray:
-        """Best-respond to ``samples``, fill free attributes, update ``Q``; return the record's codes.
+        """Best-respond to ``samples``, fill free attributes, update ``Q``; return the round's first row.
 
         ``sample_seconds`` (how long the caller took to draw ``samples``) is only recorded in the diagnostics.
         """
@@ -176,18 +212,28 @@ class RoundLoop:
         response = best_response(problem, self.config.oracle, self.rng, previous=previous)
         oracle_seconds = time.perf_counter() - oracle_began
         domain = self.data.domain
-        touched = np.zeros(len(domain), dtype=bool)
-        touched[problem.touched_attributes] = True
-        free = np.nonzero(~touched)[0]
-        codes = self.filler.fill(response.codes, free, self.rng)
+        kept = np.zeros(len(domain), dtype=bool)
+        if self.config.free_scope == "slack":
+            kept[problem.needed_attributes(domain.encode_records(response.codes[None, :])[0])] = True
+        else:
+            kept[problem.touched_attributes] = True
+        free = np.nonzero(~kept)[0]
+        block = np.stack([self.filler.fill(response.codes, free, self.rng) for _ in range(self.config.rows_per_round)])
+        codes = block[0].copy()  # a view would keep the whole int64 block alive in self.records
+        if len(block) > 1:  # k rows of 100,000 int64 codes per round would need 0.8 MB each; codes fit in far less
+            block = block.astype(np.min_scalar_type(int(domain.sizes.max()) - 1))
         update_began = time.perf_counter()
-        record_bits = domain.encode_records(codes[None, :])[0]
-        on_record = self.workload.evaluate_record(record_bits)
+        block_bits = domain.encode_records(block)
+        if len(block) == 1:
+            on_record = self.workload.evaluate_record(block_bits[0])
+        else:  # the round's mixed strategy: the average of its rows
+            on_record = answer_records(self.workload, block_bits)
         # q(D) - q(x^t) for every positive query; overwritten next round (DQRS consumes it within the round)
         self.last_payoff = np.subtract(self.true_answers, on_record, out=self._payoff)
         self.distribution.update(self.last_payoff)
         update_seconds = time.perf_counter() - update_began
         self.records.append(codes)
+        self.blocks.append(block)
         self.synthetic_sum += on_record
         internal = {}
         if self.config.track_error:
@@ -219,6 +265,10 @@ class RoundLoop:
         )
         self.diagnostics.append(diagnostics)
         return codes
+
+    def rows(self) -> np.ndarray:
+        """Every published row so far, round by round, shape ``(rounds · rows_per_round, m)``."""
+        return np.concatenate(self.blocks)
 
 
 def dualquery(
@@ -255,7 +305,7 @@ def dualquery(
     return SynthesisResult(
         mechanism="dualquery",
         domain=data.domain,
-        records=np.stack(loop.records),
+        records=loop.rows(),
         parameters={
             "eta": config.eta,
             "samples": config.samples,
@@ -264,6 +314,8 @@ def dualquery(
             "free_epsilon": config.free_epsilon,
             "free_noise": config.free_noise,
             "free_rho": config.free_rho,
+            "rows_per_round": config.rows_per_round,
+            "free_scope": config.free_scope,
         },
         events=tuple(events),
         costs=dualquery_costs(events, config.delta),

@@ -74,6 +74,41 @@ class BestResponseProblem:
         touched_bits = int(sum(self.domain.attributes[a].n_bits for a in self.touched_attributes))
         return self.n_clauses / max(1, touched_bits)
 
+    def needed_attributes(self, record_bits: np.ndarray) -> np.ndarray:
+        """Sorted attributes whose values ``record_bits`` must keep for every clause it satisfies to stay satisfied.
+
+        A satisfied conjunction needs all its attributes; a satisfied negated conjunction needs only one
+        *witness*, an attribute whose literal is off (kept at its value, the literal stays off). Witnesses are
+        chosen greedily, as in set cover: an off literal of an attribute a satisfied conjunction already needs
+        first, then the off literal shared by the most satisfied negated clauses, ties by bit index. Changing
+        any other attribute cannot unsatisfy a satisfied clause, so every record that agrees with
+        ``record_bits`` on the returned attributes has at least its objective (the linear term's attributes
+        are always needed).
+
+        Args:
+            record_bits: One bit record, shape ``(n_bits,)``.
+        """
+        record_bits = np.asarray(record_bits, dtype=bool)
+        rows, bits = self.incidence
+        on = np.bincount(rows, weights=record_bits[bits], minlength=self.n_clauses)
+        full = on == self.clause_size
+        attribute = self.domain.bit_attribute
+        needed = np.zeros(len(self.domain), dtype=bool)
+        positive = ~self.clause_negated[rows] & full[rows]
+        needed[attribute[bits[positive]]] = True
+        if self.linear is not None:
+            needed[attribute[np.nonzero(self.linear)[0]]] = True
+        # off literals of satisfied negated conjunctions, one witness per clause
+        candidate = self.clause_negated[rows] & ~full[rows] & ~record_bits[bits]
+        clause, bit = rows[candidate], bits[candidate]
+        if len(clause):
+            score = np.bincount(bit, minlength=self.domain.n_bits)[bit] + needed[attribute[bit]] * (len(clause) + 1)
+            order = np.lexsort((bit, -score, clause))  # per clause: best score first, ties by bit index
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = clause[order][1:] != clause[order][:-1]
+            needed[attribute[bit[order][first]]] = True
+        return np.nonzero(needed)[0]
+
     def objective(self, records: np.ndarray) -> np.ndarray:
         """Objective of each bit record, shape ``(r,)`` for records ``(r, n_bits)`` (or scalar for one)."""
         records = np.asarray(records, dtype=bool)
