@@ -39,7 +39,7 @@ from dq_engine.results import RoundDiagnostics, SynthesisResult
 from dq_engine.theorems import dualquery_events
 from dq_engine.workload import Workload
 
-__all__ = ["DualQueryConfig", "FreeScope", "RoundLoop", "dualquery"]
+__all__ = ["DualQueryConfig", "FreeScope", "RoundLoop", "check_free_settings", "dualquery"]
 
 ProgressCallback = Callable[[RoundDiagnostics], None]
 FreeScope = Literal["untouched", "slack"]
@@ -101,10 +101,24 @@ class DualQueryConfig:
             raise ConfigError(f"rounds ({self.rounds}) must be >= 1")
         if not 0 < self.delta < 1:
             raise ConfigError(f"delta ({self.delta}) must be in (0, 1)")
-        _check_free_budget(self.free_policy, self.free_noise, self.free_epsilon, self.free_rho)
-        _check_rows_per_round(self.rows_per_round, self.free_policy)
-        if self.free_scope not in ("untouched", "slack"):
-            raise ConfigError(f"free_scope ({self.free_scope!r}) must be 'untouched' or 'slack'")
+        check_free_settings(
+            policy=self.free_policy, noise=self.free_noise, epsilon=self.free_epsilon, rho=self.free_rho,
+            rows_per_round=self.rows_per_round, scope=self.free_scope,
+        )
+
+
+def check_free_settings(
+    *, policy: FreePolicy, noise: FreeNoise, epsilon: float, rho: float, rows_per_round: int, scope: FreeScope
+) -> None:
+    """Check the free-attribute settings of DualQuery and DQRS together (also used by release configs).
+
+    Raises:
+        ConfigError: If the policy, noise, budgets, rows per round and scope do not fit together.
+    """
+    _check_free_budget(policy, noise, epsilon, rho)
+    _check_rows_per_round(rows_per_round, policy)
+    if scope not in ("untouched", "slack"):
+        raise ConfigError(f"free_scope ({scope!r}) must be 'untouched' or 'slack'")
 
 
 def _check_rows_per_round(rows: int, policy: FreePolicy) -> None:

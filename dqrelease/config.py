@@ -17,6 +17,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dq_engine.dualquery import check_free_settings
+from dq_engine.errors import ConfigError as EngineConfigError
 from dqrelease.errors import ConfigInvalidError
 
 __all__ = [
@@ -312,7 +314,28 @@ class MechanismConfig(_Model):
         default="random", description="DualQuery/DQRS: how attributes no sampled query touches are set."
     )
     free_epsilon: float = Field(
-        default=0.0, ge=0, description="DualQuery/DQRS: epsilon of the noisy marginals (dp-marginal)."
+        default=0.0, ge=0, description="DualQuery/DQRS: epsilon of the Laplace noisy marginals (dp-marginal)."
+    )
+    free_noise: Literal["laplace", "gaussian"] = Field(
+        default="laplace",
+        description=(
+            "DualQuery/DQRS dp-marginal: Laplace marginals (pure epsilon, free_epsilon) or Gaussian ones (zCDP, "
+            "free_rho; the useful choice with thousands of attributes)."
+        ),
+    )
+    free_rho: float = Field(
+        default=0.0, ge=0, description="DualQuery/DQRS: zCDP rho of the Gaussian noisy marginals (dp-marginal)."
+    )
+    rows_per_round: int = Field(
+        default=1, ge=1, le=1024,
+        description=(
+            "DualQuery/DQRS: rows per round, free attributes redrawn in each (1 = the paper; post-processing, "
+            "no extra cost)."
+        ),
+    )
+    free_scope: Literal["untouched", "slack"] = Field(
+        default="untouched",
+        description="DualQuery/DQRS: attributes the free policy fills (docs/decisions.md, 'Slack free scope').",
     )
     oracle: OracleSettings = Field(
         default_factory=OracleSettings,
@@ -323,9 +346,10 @@ class MechanismConfig(_Model):
     )
 
 
+_FREE_KEYS = ("free_policy", "free_epsilon", "free_noise", "free_rho", "rows_per_round", "free_scope")
 MECHANISM_KEYS = {
-    "dualquery": {"eta", "samples", "rounds", "free_policy", "free_epsilon", "oracle"},
-    "dqrs": {"eta", "samples", "rounds", "topup_fraction", "free_policy", "free_epsilon", "oracle"},
+    "dualquery": {"eta", "samples", "rounds", *_FREE_KEYS, "oracle"},
+    "dqrs": {"eta", "samples", "rounds", "topup_fraction", *_FREE_KEYS, "oracle"},
     "fem": {"eta", "samples", "rounds", "epsilon_0", "workers", "oracle"},
     "sepfem": {"eta", "samples", "rounds", "epsilon_0", "workers", "oracle"},
     "mwem": {"rounds"},
@@ -435,8 +459,14 @@ class ReleaseConfig(_Model):
             raise ValueError(
                 "randomized_response publishes exactly one randomized row per record; remove output.rows"
             )
-        if m.free_policy == "dp-marginal" and not m.free_epsilon > 0:
-            raise ValueError("free_policy 'dp-marginal' needs free_epsilon > 0")
+        if m.name in ("dualquery", "dqrs"):
+            try:
+                check_free_settings(
+                    policy=m.free_policy, noise=m.free_noise, epsilon=m.free_epsilon, rho=m.free_rho,
+                    rows_per_round=m.rows_per_round, scope=m.free_scope,
+                )
+            except EngineConfigError as error:
+                raise ValueError(f"mechanism: {error}") from None
         return self
 
     @property

@@ -184,7 +184,7 @@ def _plan_dual_family(config: ReleaseConfig, n: int) -> ReleasePlan:
     target_epsilon, delta = mechanism_budget(config)
     mode = config.privacy.accounting
     analysis = "advanced_composition" if m.name == "dualquery" else "zcdp"
-    common = {"eta": m.eta, "samples": m.samples, "n": n, "free_epsilon": m.free_epsilon}
+    common = {"eta": m.eta, "samples": m.samples, "n": n, "free_epsilon": m.free_epsilon, "free_rho": m.free_rho}
     if m.name == "dqrs":
         common["topup_fraction"] = m.topup_fraction
 
@@ -207,7 +207,7 @@ def _plan_dual_family(config: ReleaseConfig, n: int) -> ReleasePlan:
         else:
             rounds = calibrate_rounds(
                 m.name, epsilon=target_epsilon, delta=delta, eta=m.eta, samples=m.samples, n=n, mode=mode,
-                topup_fraction=m.topup_fraction, free_epsilon=m.free_epsilon,
+                topup_fraction=m.topup_fraction, free_epsilon=m.free_epsilon, free_rho=m.free_rho,
             )
             notes.append(f"T = {rounds} is the largest number of rounds within epsilon = {target_epsilon:.4g}")
     except AccountingError as error:
@@ -215,7 +215,9 @@ def _plan_dual_family(config: ReleaseConfig, n: int) -> ReleasePlan:
     costs = total(rounds)
     shared = {
         "eta": m.eta, "samples": m.samples, "rounds": rounds, "delta": delta,
-        "free_policy": m.free_policy, "free_epsilon": m.free_epsilon, "oracle": oracle_config(config),
+        "free_policy": m.free_policy, "free_epsilon": m.free_epsilon, "free_noise": m.free_noise,
+        "free_rho": m.free_rho, "rows_per_round": m.rows_per_round, "free_scope": m.free_scope,
+        "oracle": oracle_config(config),
     }
     engine_config = DQRSConfig(topup_fraction=m.topup_fraction, **shared) if m.name == "dqrs" else DualQueryConfig(
         **shared

@@ -47,6 +47,20 @@ def test_fig4_smoke_reports_errors_times_and_memory_per_size(tmp_path):
     assert (tmp_path / "fig4.png").stat().st_size > 0
 
 
+def test_fig4_smoke_with_the_target_settings_publishes_k_rows_per_round(tmp_path):
+    out = tmp_path / "fig4_target.json"
+    _run("fig4_attributes.py", out, "--samples", "20", "--free-policy", "dp-marginal-gaussian",
+         "--free-fraction", "0.3", "--rows-per-round", "4")
+    report = json.loads(out.read_text())
+    assert (report["rows_per_round"], report["free_policy"]) == (4, "dp-marginal-gaussian")
+    for row in report["rows"]:
+        assert not row.get("failed"), row.get("stderr")
+        assert row["samples"] == 20
+        assert row["published_rows"] == 4 * row["rounds"]
+        assert row["free_sigma"] > 0
+        assert row["epsilon"]["tight"] <= 1.0
+
+
 @pytest.mark.skipif(not (DATA / "bms_webview" / "BMS-WebView-1.dat").exists(), reason="BMS-WebView data not here")
 def test_bms_smoke_reads_baskets_as_sparse_bits_and_reports_baselines(tmp_path):
     out = tmp_path / "bms.json"

@@ -179,6 +179,41 @@ def test_release_runs_inside_another_prefect_flow(workspace: Path):
     assert (workspace / "out" / "releases" / run_id / "synthetic.parquet").exists()
 
 
+GAUSSIAN_ROWS = 'free_policy = "dp-marginal"\nfree_noise = "gaussian"\nfree_rho = 0.01\nrows_per_round = 4'
+
+
+def test_gaussian_free_marginals_and_rows_per_round_are_planned_charged_and_reproducible(workspace: Path):
+    (workspace / "release.toml").write_text(_config_text(workspace, rounds=GAUSSIAN_ROWS))
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.OK, result.output
+    [release] = _published(workspace)
+    manifest_path = workspace / "out" / "internal" / release.name / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    parameters = manifest["privacy"]["parameters"]
+    assert (parameters["rows_per_round"], parameters["free_noise"], parameters["free_rho"]) == (4, "gaussian", 0.01)
+    assert any("Gaussian one-way marginals" in event["label"] for event in manifest["privacy"]["events"])
+    assert manifest["privacy"]["costs"]["tight"]["epsilon"] <= 1.0
+    frame = pd.read_parquet(release / "synthetic.parquet")
+    assert len(frame) == 400 and frame["workclass"].notna().all()
+    assert _run("verify", str(manifest_path)).exit_code == ExitCode.OK  # the same bytes again
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "message"),
+    [
+        ('free_policy = "zero"\nrows_per_round = 2', "rows_per_round > 1 needs free attributes drawn at random"),
+        ('free_policy = "dp-marginal"\nfree_noise = "gaussian"', "needs free_rho > 0"),
+    ],
+)
+def test_free_settings_that_do_not_fit_exit_2_before_any_charge(workspace: Path, mechanism: str, message: str):
+    (workspace / "release.toml").write_text(_config_text(workspace, rounds=mechanism))
+    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    assert result.exit_code == ExitCode.INVALID_CONFIG
+    assert message in " ".join(result.output.split())  # the console wraps long lines
+    assert not (workspace / "out").exists()
+    assert _charges(workspace) == 0
+
+
 def test_plan_shows_cost_without_reading_the_data(workspace: Path):
     (workspace / "adult-slice.csv").unlink()
     result = _run("plan", str(workspace / "release.toml"))
