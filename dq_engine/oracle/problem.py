@@ -90,8 +90,7 @@ class BestResponseProblem:
         """
         record_bits = np.asarray(record_bits, dtype=bool)
         rows, bits = self.incidence
-        on = np.bincount(rows, weights=record_bits[bits], minlength=self.n_clauses)
-        full = on == self.clause_size
+        full = self._all_on(record_bits[None, :])[0]
         attribute = self.domain.bit_attribute
         needed = np.zeros(len(self.domain), dtype=bool)
         positive = ~self.clause_negated[rows] & full[rows]
@@ -109,16 +108,18 @@ class BestResponseProblem:
             needed[attribute[bit[order][first]]] = True
         return np.nonzero(needed)[0]
 
+    def _all_on(self, records: np.ndarray) -> np.ndarray:
+        """Whether every literal of each clause is on, per record: shape ``(r, C)`` for bool records ``(r, n_bits)``."""
+        rows, bits = self.incidence
+        on = np.stack([np.bincount(rows, weights=record[bits], minlength=self.n_clauses) for record in records])
+        return on.astype(np.int64) == self.clause_size
+
     def objective(self, records: np.ndarray) -> np.ndarray:
         """Objective of each bit record, shape ``(r,)`` for records ``(r, n_bits)`` (or scalar for one)."""
         records = np.asarray(records, dtype=bool)
         single = records.ndim == 1
         records = np.atleast_2d(records)
-        rows, bits = self.incidence
-        on = np.stack(
-            [np.bincount(rows, weights=record[bits], minlength=self.n_clauses) for record in records]
-        ).astype(np.int64)
-        full = on == self.clause_size
+        full = self._all_on(records)
         satisfied = np.where(self.clause_negated, ~full, full)
         value = satisfied.astype(float) @ self.clause_weight.astype(float)
         if self.linear is not None:
