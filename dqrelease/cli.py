@@ -93,7 +93,7 @@ def _run_release(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from dqrelease import progress
-    from flows.release import run_release
+    from dqrelease.flows.release import run_release
 
     bar = Progress(TextColumn("synthesizing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[status]}"), console=console, disable=quiet)
@@ -247,7 +247,7 @@ def serve(
     with _exit_codes():
         loaded, _ = _load(config)
         _prefect_environment()
-        from flows.release import release
+        from dqrelease.flows.release import release
 
         release.serve(
             name=name or loaded.name, cron=cron, parameters={"config_path": str(Path(config).resolve())}

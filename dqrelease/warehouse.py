@@ -25,7 +25,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from sql import load_sql
+from dqrelease.sql import load_sql
 
 __all__ = [
     "connect",

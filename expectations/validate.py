@@ -28,9 +28,9 @@ from great_expectations.data_context.types.base import ProgressBarsConfig
 
 from dqrelease.config import Schema
 from dqrelease.errors import ValidationFailedError
+from dqrelease.expectations.suite import build_published_suite, build_suite, number_column
 from dqrelease.ingest import is_basket_table
 from dqrelease.warehouse import stream_batches, table_columns
-from expectations.suite import build_published_suite, build_suite, number_column
 
 __all__ = ["CELLS_PER_CHUNK", "validate_synthetic", "validate_table"]
 

@@ -9,7 +9,7 @@ staged files; a charge made before the failure stays (charges are never refunded
 ``release_many`` runs several releases in one flow: each is prepared and charged to its own ledger entry,
 then all mechanisms run at once on the task runner (a Dask cluster when ``dask_address`` is given).
 
-Usable from other Prefect flows: ``from flows.release import release``. To run on Dask, call
+Usable from other Prefect flows: ``from dqrelease.flows.release import release``. To run on Dask, call
 :func:`run_release` (or ``dqrelease run --dask ADDRESS``), which attaches a ``DaskTaskRunner``.
 """
 
@@ -27,7 +27,7 @@ from dq_engine.rng import spawn
 from dqrelease.config import ReleaseConfig, Schema
 from dqrelease.plan import ReleasePlan
 from dqrelease.runs import RunContext, new_run, run_seed
-from tasks.outputs import (
+from dqrelease.tasks.outputs import (
     check_synthetic,
     decode_synthetic,
     error_report,
@@ -35,9 +35,9 @@ from tasks.outputs import (
     stage_outputs,
     write_manifests,
 )
-from tasks.prepare import discretize_raw, ingest_raw, load_release_config, validate_raw
-from tasks.privacy import charge_budget, count_records, plan_privacy, workload_from_config
-from tasks.synthesize import answer_partition, synthesize
+from dqrelease.tasks.prepare import discretize_raw, ingest_raw, load_release_config, validate_raw
+from dqrelease.tasks.privacy import charge_budget, count_records, plan_privacy, workload_from_config
+from dqrelease.tasks.synthesize import answer_partition, synthesize
 
 ANSWER_PARTITIONS = 8
 """Marginal blocks the workload is split into for answering on a cluster."""

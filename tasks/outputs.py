@@ -13,14 +13,14 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from dq_engine import Dataset, SynthesisResult, Workload
 from dqrelease.config import ReleaseConfig, Schema
 from dqrelease.decode import decode_records
+from dqrelease.expectations.validate import validate_synthetic
 from dqrelease.manifest import build_manifest, write_json
 from dqrelease.plan import ReleasePlan, mechanism_budget
 from dqrelease.publish import write_outputs
 from dqrelease.report import INTERNAL_BANNER, build_error_report, write_error_report
 from dqrelease.runs import RunContext
+from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 from dqrelease.warehouse import connect
-from expectations.validate import validate_synthetic
-from tasks.common import TASK_OPTIONS, private_errors
 
 
 @task(name="decode", **TASK_OPTIONS)

@@ -10,11 +10,11 @@ from dq_engine import Dataset
 from dqrelease.config import ReleaseConfig, Schema, load_config, load_schema
 from dqrelease.discretize import discretize
 from dqrelease.errors import ValidationFailedError
+from dqrelease.expectations.validate import validate_table
 from dqrelease.ingest import ingest_source
 from dqrelease.runs import RunContext
+from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 from dqrelease.warehouse import connect
-from expectations.validate import validate_table
-from tasks.common import TASK_OPTIONS, private_errors
 
 RAW_TABLE = "raw"
 

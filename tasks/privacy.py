@@ -13,7 +13,7 @@ from dqrelease.discretize import domain_from_schema
 from dqrelease.ledger import Ledger
 from dqrelease.plan import ReleasePlan, build_workload, count_event, plan_release, planning_n
 from dqrelease.runs import RunContext
-from tasks.common import TASK_OPTIONS, private_errors
+from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 
 
 def _ledger(config: ReleaseConfig) -> Ledger:

@@ -14,7 +14,7 @@ from dq_engine import Dataset, RoundDiagnostics, SynthesisResult, Workload, answ
 from dqrelease import progress
 from dqrelease.mechanisms import run_mechanism
 from dqrelease.plan import ReleasePlan
-from tasks.common import TASK_OPTIONS, private_errors
+from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 
 
 @task(name="answer-partition", **TASK_OPTIONS)

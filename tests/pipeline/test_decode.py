@@ -13,7 +13,7 @@ from dqrelease.config import Schema, load_schema
 from dqrelease.decode import decode_records
 from dqrelease.discretize import discretize
 from dqrelease.errors import ValidationFailedError
-from expectations.validate import validate_synthetic, validate_table
+from dqrelease.expectations.validate import validate_synthetic, validate_table
 from tests.pipeline.toy_schema import toy_schema
 
 ROOT = Path(__file__).resolve().parents[2]

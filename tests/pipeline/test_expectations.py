@@ -7,12 +7,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import expectations.validate as validate_module
+import dqrelease.expectations.validate as validate_module
 from dqrelease.config import Schema, load_config, load_schema
 from dqrelease.errors import ValidationFailedError
+from dqrelease.expectations.suite import build_published_suite, build_suite, number_column
+from dqrelease.expectations.validate import validate_synthetic, validate_table
 from dqrelease.ingest import ingest_source
-from expectations.suite import build_published_suite, build_suite, number_column
-from expectations.validate import validate_synthetic, validate_table
 from tests.pipeline.toy_schema import toy_schema
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from distributed import LocalCluster
 
 from dq_engine import Dataset, Domain, FEMConfig, fem, make_rng, random_marginals
 from dqrelease.cluster import dask_executor
-from flows.release import release, run_release
+from dqrelease.flows.release import release, run_release
 from tests.pipeline.test_mechanisms_pipeline import ADULT, SLICE_ROWS, SMALL_COLUMNS, _schema_text, _write
 
 pytestmark = pytest.mark.slow

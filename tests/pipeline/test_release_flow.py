@@ -169,7 +169,7 @@ def test_verify_reproduces_the_seeded_release_without_charging(workspace: Path):
 def test_release_runs_inside_another_prefect_flow(workspace: Path):
     from prefect import flow
 
-    from flows.release import release
+    from dqrelease.flows.release import release
 
     @flow
     def monthly(config: str) -> str:
@@ -301,12 +301,12 @@ def test_solver_timeouts_fall_back_and_are_counted(workspace: Path):
 
 
 def test_failure_after_the_charge_publishes_nothing_and_keeps_the_charge(workspace: Path, monkeypatch):
-    import tasks.outputs
+    import dqrelease.tasks.outputs
 
     def explode(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(tasks.outputs, "write_outputs", explode)
+    monkeypatch.setattr(dqrelease.tasks.outputs, "write_outputs", explode)
     result = _run("run", str(workspace / "release.toml"), "--quiet")
     assert result.exit_code == ExitCode.INTERNAL_ERROR
     assert _published(workspace) == []
@@ -339,12 +339,12 @@ def test_plan_explains_a_private_n(workspace: Path):
 
 
 def test_unexpected_error_on_private_data_hides_its_message(workspace: Path, monkeypatch):
-    import tasks.prepare
+    import dqrelease.tasks.prepare
 
     def leaky(*args, **kwargs):
         raise ValueError("could not convert 'Moonlighting-Zebra' to float")
 
-    monkeypatch.setattr(tasks.prepare, "discretize", leaky)
+    monkeypatch.setattr(dqrelease.tasks.prepare, "discretize", leaky)
     result = _run("run", str(workspace / "release.toml"), "--quiet")
     assert result.exit_code == ExitCode.INTERNAL_ERROR
     assert "ValueError" in result.output and "--debug" in result.output
