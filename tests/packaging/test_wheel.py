@@ -8,6 +8,7 @@ with a Prefect user's own ``flows`` or ``tasks``.
 from __future__ import annotations
 
 import pathlib
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -21,8 +22,12 @@ OWN_TOP_LEVEL = {"dq_engine", "dqrelease"}
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> pathlib.Path:
     out = tmp_path_factory.mktemp("wheel")
+    # build from a copy: setuptools writes build/ and *.egg-info next to the sources
+    source = tmp_path_factory.mktemp("source") / "dqrelease"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "build", "*.egg-info", "__pycache__", "dqrelease-out", "bench", "tests", "docs", "examples"))
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
         capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
