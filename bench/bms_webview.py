@@ -1,10 +1,11 @@
 """Real sparse high-dimensional data: DualQuery on BMS-WebView-1 (497 items) and BMS-WebView-2 (3,340 items).
 
-Data: ``/work/shared/data/bms_webview`` (see its SOURCE.md), one basket per line (FIMI format). Every basket is a
-record, every item a natively binary attribute (1 = the session viewed that page). Item ids are mapped to columns
-in increasing id order; the item universe is the set of ids in the file (documented in SOURCE.md). Records are
-held as a sparse CSC bit matrix (:meth:`dq_engine.Dataset.from_sparse`), built straight from the basket lists
-(no dense ``n × d`` array is ever made): 149,639 and 358,278 ones.
+Data: the folder ``bms_webview`` of the shared data directory (DQRELEASE_DATA or ../shared/data; see its
+SOURCE.md), one basket per line (FIMI format). Every basket is a record, every item a natively binary attribute
+(1 = the session viewed that page). Item ids are mapped to columns in increasing id order; the item universe is
+the set of ids in the file (documented in SOURCE.md). Records are held as a sparse CSC bit matrix
+(:meth:`dq_engine.Dataset.from_sparse`), built straight from the basket lists (no dense ``n × d`` array is ever
+made): 149,639 and 358,278 ones.
 
 Workload: 100,000, 300,000 and 1,000,000 random 3-way queries (``random_queries``: positive conjunctions
 ``x_a ∧ x_b ∧ x_c`` of distinct items, seeded), the same seed for every size.
@@ -59,10 +60,11 @@ from dq_engine.dualquery import DualQueryConfig
 from dq_engine.oracle import OracleConfig
 from dq_engine.rng import make_rng
 from dq_engine.workload import random_queries
+from dqrelease.data_home import require_shared_data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path("/work/shared/data/bms_webview")
-FILES = {"bms1": DATA / "BMS-WebView-1.dat", "bms2": DATA / "BMS-WebView-2.dat"}
+FILES = {"bms1": "bms_webview/BMS-WebView-1.dat", "bms2": "bms_webview/BMS-WebView-2.dat"}
+"""Basket files, relative to the shared data directory (:func:`basket_file`)."""
 SAMPLES = {"bms1": 1_000, "bms2": 5_000}
 QUERY_COUNTS = (100_000, 300_000, 1_000_000)
 ETA = 2.0
@@ -90,9 +92,14 @@ def read_baskets(path: Path, *, limit: int | None = None) -> tuple[np.ndarray, n
     return universe, pointers, columns.astype(np.int32)
 
 
+def basket_file(name: str) -> Path:
+    """The basket file of data set ``name`` (``bms1`` or ``bms2``) in the shared data directory."""
+    return require_shared_data_dir() / FILES[name]
+
+
 def load_bms(name: str, *, limit: int | None = None) -> tuple[Dataset, np.ndarray]:
     """BMS-WebView data set as a sparse binary :class:`Dataset` (one attribute per item) and its item ids."""
-    universe, pointers, columns = read_baskets(FILES[name], limit=limit)
+    universe, pointers, columns = read_baskets(basket_file(name), limit=limit)
     matrix = sp.csr_array(
         (np.ones(len(columns), dtype=np.bool_), columns, pointers), shape=(len(pointers) - 1, len(universe))
     )
@@ -184,7 +191,7 @@ schema_file = "{work / 'schema.toml'}"
 
 [source]
 format = "transactions"
-paths = ["{FILES[name]}"]
+paths = ["{basket_file(name)}"]
 
 [privacy]
 n = {n}
@@ -234,7 +241,7 @@ def run_pipeline(args: argparse.Namespace, *, name: str = "bms1", queries: int =
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    universe, pointers, _ = read_baskets(FILES[name])
+    universe, pointers, _ = read_baskets(basket_file(name))
     config = write_pipeline_config(work, name=name, queries=queries, universe=universe, n=len(pointers) - 1)
     command = [str(ROOT / ".venv" / "bin" / "dqrelease"), "run", "--quiet", str(config)]
     began = time.perf_counter()

@@ -1,5 +1,7 @@
 """Bench data: Adult (private-pgm codes) and KDD Cup 99 (DualQuery authors' encoding, public bucketing).
 
+The files are read from the shared data directory (DQRELEASE_DATA or ../shared/data; ``dqrelease.data_home``).
+
 KDD99 discretisation (fixed, public, never fitted to the data; bench only):
 
 * symbolic columns keep their schema value lists (protocol_type 3, service 66, flag 11, attack 23) and the
@@ -31,12 +33,14 @@ from dq_engine.dualquery import DualQueryConfig, RoundLoop
 from dq_engine.oracle import BestResponseProblem, OracleConfig, problem_from_samples
 from dq_engine.rng import make_rng
 from dq_engine.workload import Workload, random_marginals, random_queries
+from dqrelease.data_home import require_shared_data_dir
 
-DATA = Path("/work/shared/data")
-ADULT_CSV = DATA / "adult_pgm" / "adult.csv"
-ADULT_DOMAIN = DATA / "adult_pgm" / "adult-domain.json"
-KDD_CLEAN = DATA / "kddcup99_dualquery" / "kdd99.clean.gz"
-KDD_SCHEMA = DATA / "kddcup99_dualquery" / "kdd99.schema"
+ADULT_CSV = "adult_pgm/adult.csv"
+ADULT_DOMAIN = "adult_pgm/adult-domain.json"
+KDD_CLEAN = "kddcup99_dualquery/kdd99.clean.gz"
+KDD_SCHEMA = "kddcup99_dualquery/kdd99.schema"
+BMS_WEBVIEW2 = "bms_webview/BMS-WebView-2.dat"
+"""Files of the shared data directory."""
 
 RATE_BUCKETS = 10
 LOG10_BUCKETS = 10
@@ -45,17 +49,22 @@ WINDOW_RANGES = {"count": 512, "srv_count": 512, "dst_host_count": 256, "dst_hos
 LOG10_COLUMNS = ("duration", "src_bytes", "dst_bytes")
 
 
+def shared_file(relative: str) -> Path:
+    """A file of the shared data directory; FileNotFoundError saying how to provide it when there is none."""
+    return require_shared_data_dir() / relative
+
+
 def load_adult() -> Dataset:
     """Adult as integer codes (48,842 rows, 14 attributes, 588 bits)."""
-    sizes = json.loads(ADULT_DOMAIN.read_text())
+    sizes = json.loads(shared_file(ADULT_DOMAIN).read_text())
     domain = Domain.categorical(sizes)
-    frame = pd.read_csv(ADULT_CSV)
+    frame = pd.read_csv(shared_file(ADULT_CSV))
     return Dataset.from_codes(domain, frame[list(sizes)].to_numpy())
 
 
 def _kdd_schema() -> list[tuple[str, list[str] | None]]:
     columns = []
-    for line in KDD_SCHEMA.read_text().splitlines():
+    for line in shared_file(KDD_SCHEMA).read_text().splitlines():
         if not line.strip():
             continue
         head, _, tail = line.partition(":")
@@ -83,7 +92,7 @@ def _bucket(name: str, values: np.ndarray) -> tuple[np.ndarray, int]:
 def load_kdd99(rows: int | None = None) -> Dataset:
     """KDD Cup 99 10% (494,021 rows), discretised with the public bucketing of the module docstring."""
     schema = _kdd_schema()
-    frame = pd.read_csv(KDD_CLEAN, header=None, skipinitialspace=True, nrows=rows)
+    frame = pd.read_csv(shared_file(KDD_CLEAN), header=None, skipinitialspace=True, nrows=rows)
     last = frame.columns[-1]
     frame[last] = pd.to_numeric(frame[last].astype(str).str.rstrip(".")).astype(np.int64)
     attributes, codes = [], []
@@ -198,9 +207,6 @@ def load_instance(path: Path, domains: dict[str, Domain]) -> Instance:
     )
 
 
-BMS_WEBVIEW2 = DATA / "bms_webview" / "BMS-WebView-2.dat"
-
-
 def load_bms_webview2() -> Dataset:
     """BMS-WebView-2 click-stream sessions as 3,340 natively binary items (77,512 rows, sparse storage).
 
@@ -210,7 +216,7 @@ def load_bms_webview2() -> Dataset:
     import scipy.sparse as sp
 
     rows, items = [], []
-    for row, line in enumerate(BMS_WEBVIEW2.read_text().splitlines()):
+    for row, line in enumerate(shared_file(BMS_WEBVIEW2).read_text().splitlines()):
         for item in line.split():
             rows.append(row)
             items.append(int(item))

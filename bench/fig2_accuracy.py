@@ -2,7 +2,8 @@
 
 Data (``bench/engine_data.py``): Adult as the private-pgm codes (48,842 rows, 14 attributes, 588 bits; the
 paper's own 30,162-row binarisation into 235 bits was done by OCaml code that is not public, see
-``/work/shared/data/adult_dualquery/SOURCE.md``) and KDD Cup 99 10 % (494,021 rows, 403 bits, public bucketing).
+``adult_dualquery/SOURCE.md`` in the shared data directory (DQRELEASE_DATA or ../shared/data)) and KDD Cup 99
+10 % (494,021 rows, 403 bits, public bucketing).
 
 Workload: 500,000 random 3-way queries per dataset (``random_queries``, seed ``WORKLOAD_SEED``), the size of
 §6.1 ("500,000 3-way marginals").

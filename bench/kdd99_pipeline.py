@@ -1,6 +1,7 @@
 """Full KDD Cup 99 release through the pipeline (`dqrelease run`) with 2,000,000 random 3-way queries.
 
-The config is ``examples/kdd99/release.toml`` adapted (written to the output directory): workload
+Data: ``kddcup99_10pct/kddcup.data_10_percent.gz`` in the shared data directory (DQRELEASE_DATA or
+../shared/data). The config is ``examples/kdd99/release.toml`` adapted (written to the output directory): workload
 ``random_queries`` (k = 3, count 2,000,000), mechanism DualQuery with the DualQuery paper's KDD99 settings
 η = 1.2, s = 1750, free attributes ``zero``, target (ε, δ) = (1, 10⁻³) in the chosen accounting (T from
 ``calibrate_rounds``), the oracle defaults of ``docs/oracle.md`` spelled out (the release config's own
@@ -39,8 +40,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from scale_common import machine, save_plot
 
+from dqrelease.data_home import require_shared_data_dir
+
 ROOT = Path(__file__).resolve().parents[1]
-KDD_FILE = Path("/work/shared/data/kddcup99_10pct/kddcup.data_10_percent.gz")
+KDD_FILE = "kddcup99_10pct/kddcup.data_10_percent.gz"
+"""The KDD Cup 99 10 % file, relative to the shared data directory."""
 EXAMPLE = ROOT / "examples" / "kdd99"
 TASK_LINE = re.compile(
     r"^(\d\d:\d\d:\d\d\.\d+) \| \w+\s*\| Task run '([\w-]+?)-[0-9a-f]{3,}' - Finished in state (\w+)"
@@ -215,12 +219,13 @@ def main() -> None:
 
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    source, rows = KDD_FILE, 494_021
+    kdd_file = require_shared_data_dir() / KDD_FILE
+    source, rows = kdd_file, 494_021
     queries, samples, epsilon = 2_000_000, 1750, 1.0
     if args.smoke:
         rows, queries, samples, epsilon = 20_000, 20_000, 100, 0.1
         source = work / "kdd_head.csv.gz"
-        with gzip.open(KDD_FILE, "rt") as full, gzip.open(source, "wt") as head:
+        with gzip.open(kdd_file, "rt") as full, gzip.open(source, "wt") as head:
             for _, line in zip(range(rows), full, strict=False):
                 head.write(line)
     config = write_config(work, source=source, rows=rows, queries=queries, samples=samples, epsilon=epsilon,

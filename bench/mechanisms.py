@@ -62,18 +62,19 @@ from dq_engine.baselines import (
     uniform_answers,
     zeros_answers,
 )
-from dq_engine.defaults import PublicQuantities, fem_config, mwem_config, mwem_particles_config, sepfem_config
+from dq_engine.defaults import fem_config, mwem_config, mwem_particles_config, sepfem_config
 from dq_engine.errors import UniverseTooLargeError
 from dq_engine.fem import FEMConfig, fem
 from dq_engine.marginal_tables import MarginalIndex
 from dq_engine.mwem import MWEMConfig, mwem
+from dq_engine.public import PublicQuantities
 from dq_engine.randomized_response import RandomizedResponseConfig, estimate_answers, randomized_response
 from dq_engine.results import SynthesisResult
 from dq_engine.sepfem import SepFEMConfig, sepfem
 from dq_engine.workload import Workload
+from dqrelease.data_home import require_shared_data_dir
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DATA = pathlib.Path("/work/shared/data")
 EPSILONS = (0.1, 0.15, 0.2, 0.25, 0.5, 1.0)
 WORKLOAD_SEED = 0
 TIME_BUDGET = 65.0
@@ -82,10 +83,14 @@ TIME_BUDGET = 65.0
 
 # ---------------------------------------------------------------------- data
 def load_adult(columns: tuple[str, ...] | None = None) -> Dataset:
-    """ADULT as preprocessed by private-pgm (48,842 rows, 14 attributes), optionally a column subset."""
-    sizes = json.loads((DATA / "adult_pgm" / "adult-domain.json").read_text())
+    """ADULT as preprocessed by private-pgm (48,842 rows, 14 attributes), optionally a column subset.
+
+    Read from the shared data directory (DQRELEASE_DATA or ../shared/data).
+    """
+    data = require_shared_data_dir()
+    sizes = json.loads((data / "adult_pgm" / "adult-domain.json").read_text())
     names = list(columns) if columns else list(sizes)
-    frame = pd.read_csv(DATA / "adult_pgm" / "adult.csv", usecols=names)
+    frame = pd.read_csv(data / "adult_pgm" / "adult.csv", usecols=names)
     return Dataset.from_codes(Domain.categorical({k: sizes[k] for k in names}), frame[names].to_numpy())
 
 
@@ -96,7 +101,8 @@ def load_kdd_proxy(n: int = 48_842, seed: int = 0) -> Dataset:
     ``floor(log2(x + 1))`` buckets (capped); connection counts get width-6 (``count``, ``srv_count``) or
     width-3 (``dst_host_count``) buckets, capped at 86; ``same_srv_rate`` is rounded to whole percent.
     """
-    frame = pd.read_csv(DATA / "kddcup99_dualquery" / "kdd99.clean.gz", header=None, skipinitialspace=True)
+    path = require_shared_data_dir() / "kddcup99_dualquery" / "kdd99.clean.gz"
+    frame = pd.read_csv(path, header=None, skipinitialspace=True)
     frame[41] = frame[41].astype(str).str.rstrip(".").astype(float).astype(int)
     frame = frame.iloc[np.sort(make_rng(seed).choice(len(frame), n, replace=False))]
 

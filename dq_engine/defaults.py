@@ -28,14 +28,13 @@ Cup 99 sample), not tuned on the benchmark data; the docstrings below give each 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-from dq_engine.accounting import AccountingMode, approx_dp_from_zcdp
-from dq_engine.domain import Domain
+from dq_engine.accounting import AccountingMode
 from dq_engine.errors import AccountingError, ConfigError
 from dq_engine.fem import FEMConfig, calibrate_fem, fem_costs, fem_events
 from dq_engine.mwem import MWEMConfig, calibrate_mwem
 from dq_engine.oracle import OracleConfig
+from dq_engine.public import PublicQuantities
 from dq_engine.sepfem import SepFEMConfig
 
 __all__ = [
@@ -47,12 +46,10 @@ __all__ = [
     "MWEM_ROUNDS",
     "SEPFEM_NOISE_SCALE",
     "SEPFEM_ROUNDS_CAP",
-    "PublicQuantities",
     "fem_config",
     "fem_rounds",
     "ftpl_oracle",
     "ftpl_samples",
-    "largest_rho",
     "mwem_config",
     "mwem_particle_rounds",
     "mwem_particles_config",
@@ -75,56 +72,6 @@ MWEM_PARTICLES_ROUNDS_CAP = 40
 """Largest T of MWEM on particles (what the history replays allow in about a minute on 2 cores)."""
 MWEM_PARTICLES_SUPPORT_SIZE = 200_000
 """Particles of MWEM on particles (about 1.6 MB per attribute as int64 codes)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class PublicQuantities:
-    """Everything a rule may look at: no private value.
-
-    Attributes:
-        n: Public number of records (the sensitivity analysis's ``n``).
-        epsilon: Target ε of the mechanism, or None when every budget parameter is given explicitly.
-        delta: Target δ, in (0, 1).
-        domain: Public domain.
-        n_queries: Number of positive workload queries ``N``.
-        n_marginals: Number of workload marginals ``M``.
-    """
-
-    n: int
-    epsilon: float | None
-    delta: float
-    domain: Domain
-    n_queries: int
-    n_marginals: int
-
-    def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ConfigError(f"n ({self.n}) must be >= 1")
-        if self.epsilon is not None and not self.epsilon > 0:
-            raise ConfigError(f"epsilon ({self.epsilon}) must be > 0")
-        if not 0 < self.delta < 1:
-            raise ConfigError(f"delta ({self.delta}) must be in (0, 1)")
-        if self.n_queries < 1 or self.n_marginals < 1:
-            raise ConfigError("the workload must have at least one query and one marginal")
-
-    @property
-    def rho(self) -> float:
-        """Largest zCDP ρ whose optimal (ε, δ) conversion is within the target (:func:`largest_rho`)."""
-        if self.epsilon is None:
-            raise ConfigError("this rule needs a target epsilon")
-        return largest_rho(self.epsilon, self.delta)
-
-
-def largest_rho(epsilon: float, delta: float) -> float:
-    """Largest ρ with ``approx_dp_from_zcdp(ρ, δ) <= ε`` (80 bisection steps on [0, ε], exact check)."""
-    low, high = 0.0, float(epsilon)
-    for _ in range(80):
-        middle = 0.5 * (low + high)
-        if approx_dp_from_zcdp(middle, delta) <= epsilon:
-            low = middle
-        else:
-            high = middle
-    return low
 
 
 def fem_rounds(public: PublicQuantities, *, cap: int) -> int:

@@ -29,10 +29,10 @@ import numpy as np
 
 from dq_engine.accounting import compose
 from dq_engine.data import Dataset
-from dq_engine.dualquery import DualQueryConfig, FreeScope, ProgressCallback, RoundLoop, free_attribute_events
+from dq_engine.dualquery import DualQueryConfig, ProgressCallback, RoundLoop, free_attribute_events
 from dq_engine.errors import ConfigError
 from dq_engine.mw import QueryDistribution, SampledQueries
-from dq_engine.oracle import FreeNoise, FreePolicy, OracleConfig
+from dq_engine.oracle import FreeNoise, FreePolicy, FreeScope, OracleConfig
 from dq_engine.results import SynthesisResult
 from dq_engine.theorems import dqrs_events, dqrs_fresh_samples, dqrs_gamma, dqrs_topup_reserve
 from dq_engine.workload import Workload

@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from dq_engine.accounting import compose
 from dq_engine.answers import _packed_columns
@@ -161,6 +160,8 @@ def parity_best_response(
     odd = np.bincount(where, weights=count * negated, minlength=len(distinct_sets))
     sets = workload.sets[distinct_sets]
     d = len(workload.domain)
+
+    from ortools.sat.python import cp_model  # imported on first solve: OR-Tools takes ~0.5 s to load
 
     model = cp_model.CpModel()
     # --- variables: one Boolean per attribute, an indicator and an integer per distinct set

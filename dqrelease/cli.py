@@ -80,7 +80,8 @@ def _exit_codes() -> Iterator[None]:
 
 
 def _load(config: Path):
-    from dqrelease.config import load_config, load_schema
+    from dqrelease.config import load_config
+    from dqrelease.schema import load_schema
 
     loaded = load_config(config)
     return loaded, load_schema(loaded.schema_file)

@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from dqrelease.config import BinaryColumn, CategoricalColumn, NumericColumn, Schema
+from dqrelease.schema import BinaryColumn, CategoricalColumn, NumericColumn, Schema
 
 __all__ = ["decode_records"]
 

@@ -32,9 +32,9 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from dq_engine import Attribute, Dataset, Domain
-from dqrelease.config import BinaryColumn, CategoricalColumn, NumericColumn, Schema
 from dqrelease.errors import ValidationFailedError
 from dqrelease.ingest import is_basket_table
+from dqrelease.schema import BinaryColumn, CategoricalColumn, NumericColumn, Schema
 from dqrelease.warehouse import query_rows, run_script, stream_batches, table_columns
 
 __all__ = ["categorical_codes", "discretize", "domain_from_schema", "numeric_buckets"]

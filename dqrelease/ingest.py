@@ -25,8 +25,9 @@ from typing import Any
 
 import duckdb
 
-from dqrelease.config import BinaryColumn, Schema, SourceConfig
+from dqrelease.config import SourceConfig
 from dqrelease.errors import ConfigInvalidError, ValidationFailedError
+from dqrelease.schema import BinaryColumn, Schema
 from dqrelease.warehouse import materialize, query_rows, row_count, run_script, table_columns
 
 __all__ = ["BASKET_COLUMNS", "ingest_source", "is_basket_table"]

@@ -41,8 +41,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
-from functools import cache
-from importlib import resources
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -50,6 +48,7 @@ from typing import Any
 import duckdb
 
 from dqrelease.errors import BudgetRefusedError, ConfigInvalidError, LedgerError, LedgerLockedError
+from dqrelease.sql import load_sql
 
 __all__ = [
     "ACCOUNTING_MODES",
@@ -382,7 +381,7 @@ class Ledger:
                 charged_at=_utc_now(), config_hash=config_hash, mechanism=mechanism, mode=mode,
                 epsilon=request[0], delta=request[1], rho=request[2], note=note,
             )
-            con.execute(_sql("ledger_charge_insert"), {
+            con.execute(load_sql("ledger_charge_insert"), {
                 "dataset_id": dataset_id, "seq": charge.seq, "run_id": run_id,
                 "charged_at_utc": _naive_utc(charge.charged_at), "config_hash": config_hash,
                 "mechanism": mechanism, "accounting_mode": mode, "note": note,
@@ -528,8 +527,8 @@ class Ledger:
 
     def _prepare(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create the schema in a new file; upgrade an older one; refuse a newer one."""
-        con.execute(_sql("ledger_version_table"))
-        (version,) = con.execute(_sql("ledger_version_current")).fetchall()[0]
+        con.execute(load_sql("ledger_version_table"))
+        (version,) = con.execute(load_sql("ledger_version_current")).fetchall()[0]
         if version == SCHEMA_VERSION:
             return
         if version is not None and version > SCHEMA_VERSION:
@@ -540,14 +539,14 @@ class Ledger:
         con.execute("begin transaction")
         try:
             if version is None:
-                con.execute(_sql("ledger_schema"))
+                con.execute(load_sql("ledger_schema"))
                 applied = [SCHEMA_VERSION]
             else:
                 applied = list(range(version + 1, SCHEMA_VERSION + 1))
                 for target in applied:
-                    con.execute(_sql(_MIGRATIONS[target]))
+                    con.execute(load_sql(_MIGRATIONS[target]))
             for target in applied:
-                con.execute(_sql("ledger_version_insert"), {"version": target, "applied_at_utc": _naive_utc()})
+                con.execute(load_sql("ledger_version_insert"), {"version": target, "applied_at_utc": _naive_utc()})
             con.execute("commit")
         except BaseException:
             with suppress(duckdb.Error):
@@ -647,14 +646,8 @@ def _describe(epsilon: Fraction, delta: Fraction, rho: Fraction | None, show_rho
 
 
 # ---------------------------------------------------------------------- sql and rows
-@cache
-def _sql(name: str) -> str:
-    """The text of ``sql/<name>.sql`` (package data of the ``sql`` package)."""
-    return resources.files("sql").joinpath(f"{name}.sql").read_text(encoding="utf-8")
-
-
 def _current_caps(con: duckdb.DuckDBPyConnection, dataset_id: str | None) -> list[Cap]:
-    rows = con.execute(_sql("ledger_caps_current"), {"dataset_id": dataset_id}).fetchall()
+    rows = con.execute(load_sql("ledger_caps_current"), {"dataset_id": dataset_id}).fetchall()
     return [
         Cap(
             dataset_id=row[0], seq=row[1], set_at=row[2].replace(tzinfo=UTC), epsilon=Fraction(row[3]),
@@ -665,7 +658,7 @@ def _current_caps(con: duckdb.DuckDBPyConnection, dataset_id: str | None) -> lis
 
 
 def _charges(con: duckdb.DuckDBPyConnection, dataset_id: str | None) -> list[Charge]:
-    rows = con.execute(_sql("ledger_charges_select"), {"dataset_id": dataset_id}).fetchall()
+    rows = con.execute(load_sql("ledger_charges_select"), {"dataset_id": dataset_id}).fetchall()
     return [
         Charge(
             dataset_id=row[0], seq=row[1], run_id=row[2], charged_at=row[3].replace(tzinfo=UTC), config_hash=row[4],
@@ -680,7 +673,7 @@ def _insert_cap(
     con: duckdb.DuckDBPyConnection, dataset_id: str, amounts: tuple[Fraction, Fraction, Fraction | None], *, seq: int
 ) -> Cap:
     cap = Cap(dataset_id=dataset_id, epsilon=amounts[0], delta=amounts[1], rho=amounts[2], set_at=_utc_now(), seq=seq)
-    con.execute(_sql("ledger_cap_insert"), {
+    con.execute(load_sql("ledger_cap_insert"), {
         "dataset_id": dataset_id, "seq": seq, "set_at_utc": _naive_utc(cap.set_at), **_amount_params(*amounts),
     })
     return cap

@@ -35,7 +35,7 @@ from dq_engine.baselines import (
     uniform_answers,
     zeros_answers,
 )
-from dq_engine.defaults import largest_rho
+from dq_engine.public import largest_rho
 from dq_engine.randomized_response import estimate_answers
 
 __all__ = [

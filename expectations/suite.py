@@ -31,9 +31,9 @@ from typing import Literal
 import great_expectations as gx
 import great_expectations.expectations as gxe
 
-from dqrelease.config import BinaryColumn, CategoricalColumn, NumericColumn, Schema
 from dqrelease.errors import ConfigInvalidError
 from dqrelease.ingest import BASKET_COLUMNS
+from dqrelease.schema import BinaryColumn, CategoricalColumn, NumericColumn, Schema
 
 __all__ = [
     "BASKET_COLUMNS",

@@ -26,10 +26,10 @@ import pandas as pd
 import pyarrow as pa
 from great_expectations.data_context.types.base import ProgressBarsConfig
 
-from dqrelease.config import Schema
 from dqrelease.errors import ValidationFailedError
 from dqrelease.expectations.suite import build_published_suite, build_suite, number_column
 from dqrelease.ingest import is_basket_table
+from dqrelease.schema import Schema
 from dqrelease.warehouse import stream_batches, table_columns
 
 __all__ = ["CELLS_PER_CHUNK", "validate_synthetic", "validate_table"]

@@ -24,9 +24,10 @@ from prefect import flow
 
 from dq_engine import Dataset, SynthesisResult, Workload, make_rng
 from dq_engine.rng import spawn
-from dqrelease.config import ReleaseConfig, Schema
-from dqrelease.plan import ReleasePlan
+from dqrelease.config import ReleaseConfig
+from dqrelease.mechanisms import ReleasePlan
 from dqrelease.runs import RunContext, new_run, run_seed
+from dqrelease.schema import Schema
 from dqrelease.tasks.outputs import (
     check_synthetic,
     decode_synthetic,

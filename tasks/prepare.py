@@ -7,12 +7,13 @@ from pathlib import Path
 from prefect import task
 
 from dq_engine import Dataset
-from dqrelease.config import ReleaseConfig, Schema, load_config, load_schema
+from dqrelease.config import ReleaseConfig, load_config
 from dqrelease.discretize import discretize
 from dqrelease.errors import ValidationFailedError
 from dqrelease.expectations.validate import validate_table
 from dqrelease.ingest import ingest_source
 from dqrelease.runs import RunContext
+from dqrelease.schema import Schema, load_schema
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 from dqrelease.warehouse import connect
 

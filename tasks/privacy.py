@@ -8,11 +8,13 @@ import numpy as np
 from prefect import get_run_logger, task
 
 from dq_engine import Dataset, Workload
-from dqrelease.config import ReleaseConfig, Schema, config_hash
+from dqrelease.config import ReleaseConfig, config_hash
 from dqrelease.discretize import domain_from_schema
 from dqrelease.ledger import Ledger
-from dqrelease.plan import ReleasePlan, build_workload, count_event, plan_release, planning_n
+from dqrelease.mechanisms import ReleasePlan
+from dqrelease.plan import build_workload, count_event, plan_release, planning_n
 from dqrelease.runs import RunContext
+from dqrelease.schema import Schema
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 
 

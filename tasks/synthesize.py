@@ -12,8 +12,7 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from dq_engine import Dataset, RoundDiagnostics, SynthesisResult, Workload, answer_workload
 from dqrelease import progress
-from dqrelease.mechanisms import run_mechanism
-from dqrelease.plan import ReleasePlan
+from dqrelease.mechanisms import ReleasePlan, RunInputs, run_mechanism
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 
 
@@ -50,6 +49,7 @@ def synthesize(
                 diagnostics.status, diagnostics.round_seconds,
             )
 
-    return run_mechanism(
-        plan, data, workload, rng=rng, progress=on_round, true_answers=true_answers, dask_address=dask_address
+    inputs = RunInputs(
+        data=data, workload=workload, rng=rng, progress=on_round, true_answers=true_answers, dask_address=dask_address
     )
+    return run_mechanism(plan, inputs)

@@ -2,14 +2,21 @@
 
 Prefect gets a private home and no analytics; the Prefect test server (one per session, it takes 10-25 s to
 start) is created lazily by the ``prefect_harness`` fixture only for tests that run flows.
+
+Data sets outside the repo are found by ``dqrelease.data_home`` (``DQRELEASE_DATA``, else ``../shared/data``);
+a test that needs one asks the ``require_shared_data`` fixture for the file and is skipped when it is absent.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+
+from dqrelease.data_home import DATA_FIX, shared_data_dir, shared_data_file
 
 _HOME = tempfile.mkdtemp(prefix="dqrelease-tests-prefect-")
 os.environ.setdefault("PREFECT_HOME", _HOME)
@@ -27,3 +34,19 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=90):
         yield
+
+
+def require_shared_data_file(relative: str) -> Path:
+    """The path of a shared data file, or skip the calling test with a reason naming the missing file."""
+    path = shared_data_file(relative)
+    if path is None:
+        root = shared_data_dir()
+        where = f"in {root}" if root is not None else "(no shared data directory)"
+        pytest.skip(f"shared data file {relative} not found {where}; {DATA_FIX}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def require_shared_data() -> Callable[[str], Path]:
+    """``require_shared_data("adult_pgm/adult.csv")`` returns the file's path or skips the test."""
+    return require_shared_data_file

@@ -37,9 +37,9 @@ def test_dq_engine_import_does_not_load_pipeline_libraries():
 
 
 def test_config_reference_doc_is_generated_from_the_models():
-    from dqrelease.config import config_reference_markdown
+    from dqrelease.config_docs import config_reference_markdown
 
     assert (ROOT / "docs" / "config.md").read_text() == config_reference_markdown(), (
         "docs/config.md is stale: regenerate it with python -c "
-        "\"from dqrelease.config import config_reference_markdown as m; open('docs/config.md','w').write(m())\""
+        "\"from dqrelease.config_docs import config_reference_markdown as m; open('docs/config.md','w').write(m())\""
     )

@@ -1,27 +1,39 @@
-"""Best-response oracles for the data player (CP-SAT, numpy local search, portfolio)."""
+"""Best-response oracles for the data player (CP-SAT, numpy local search, portfolio).
 
-from dq_engine.oracle.brute_force import brute_force_best
-from dq_engine.oracle.config import OracleConfig
-from dq_engine.oracle.free_attributes import (
-    FreeAttributeFiller,
-    FreeNoise,
-    FreePolicy,
-    gaussian_one_way_marginals,
-    noisy_one_way_marginals,
-)
-from dq_engine.oracle.oracle import BestResponse, best_response
-from dq_engine.oracle.problem import BestResponseProblem, problem_from_samples
+Names are imported lazily (PEP 562): the CP-SAT model (and OR-Tools) loads on first use.
+"""
 
-__all__ = [
-    "BestResponse",
-    "BestResponseProblem",
-    "FreeAttributeFiller",
-    "FreeNoise",
-    "FreePolicy",
-    "OracleConfig",
-    "best_response",
-    "brute_force_best",
-    "gaussian_one_way_marginals",
-    "noisy_one_way_marginals",
-    "problem_from_samples",
-]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "BestResponse": "dq_engine.oracle.oracle",
+    "BestResponseProblem": "dq_engine.oracle.problem",
+    "FreeAttributeFiller": "dq_engine.oracle.free_attributes",
+    "FreeNoise": "dq_engine.oracle.free_attributes",
+    "FreePolicy": "dq_engine.oracle.free_attributes",
+    "FreeScope": "dq_engine.oracle.free_attributes",
+    "OracleConfig": "dq_engine.oracle.config",
+    "best_response": "dq_engine.oracle.oracle",
+    "brute_force_best": "dq_engine.oracle.brute_force",
+    "check_free_settings": "dq_engine.oracle.free_attributes",
+    "gaussian_one_way_marginals": "dq_engine.oracle.free_attributes",
+    "noisy_one_way_marginals": "dq_engine.oracle.free_attributes",
+    "problem_from_samples": "dq_engine.oracle.problem",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    """Import the module that defines ``name`` on first use (keeps ``import dq_engine`` light)."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from dq_engine.oracle.config import OracleConfig
 from dq_engine.oracle.problem import BestResponseProblem
@@ -77,17 +76,20 @@ class CpSatResult:
     progress: tuple[tuple[float, float], ...] = field(default_factory=tuple)
 
 
-class _Progress(cp_model.CpSolverSolutionCallback):
-    """Records the wall time and objective of every improving solution."""
+def _progress_callback(scale: int) -> object:
+    """A CP-SAT solution callback that records the wall time and objective of every improving solution."""
+    from ortools.sat.python import cp_model
 
-    def __init__(self, scale: int) -> None:
-        super().__init__()
-        self.scale = scale
-        self.began = time.perf_counter()
-        self.points: list[tuple[float, float]] = []
+    class _Progress(cp_model.CpSolverSolutionCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.began = time.perf_counter()
+            self.points: list[tuple[float, float]] = []
 
-    def on_solution_callback(self) -> None:
-        self.points.append((time.perf_counter() - self.began, self.objective_value / self.scale))
+        def on_solution_callback(self) -> None:
+            self.points.append((time.perf_counter() - self.began, self.objective_value / scale))
+
+    return _Progress()
 
 
 def solve_cpsat(
@@ -109,6 +111,8 @@ def solve_cpsat(
         encoding: Clause encoding, one of :data:`ENCODINGS` (all give the same optimum).
         record_progress: Record ``(seconds, objective)`` of each improving solution (bench use).
     """
+    from ortools.sat.python import cp_model  # imported on first solve: OR-Tools takes ~0.5 s to load
+
     if encoding not in ENCODINGS:
         raise ValueError(f"encoding ({encoding!r}) must be one of {ENCODINGS}")
     began = time.perf_counter()
@@ -195,7 +199,7 @@ def solve_cpsat(
         parameters.max_time_in_seconds = float(config.time_limit)
     if config.max_presolve_iterations is not None:
         parameters.max_presolve_iterations = int(config.max_presolve_iterations)
-    callback = _Progress(scale) if record_progress else None
+    callback = _progress_callback(scale) if record_progress else None
     status = solver.solve(model, callback)
     status_name = solver.status_name(status)
     response = solver.response_proto

@@ -14,6 +14,7 @@ The policy only fills attributes the oracle leaves unconstrained, so it never ch
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
@@ -27,6 +28,8 @@ __all__ = [
     "FreeAttributeFiller",
     "FreeNoise",
     "FreePolicy",
+    "FreeScope",
+    "check_free_settings",
     "gaussian_marginal_sigma",
     "gaussian_one_way_marginals",
     "gaussian_sensitivity_squared",
@@ -35,6 +38,58 @@ __all__ = [
 
 FreePolicy = Literal["zero", "random", "dp-marginal"]
 FreeNoise = Literal["laplace", "gaussian"]
+FreeScope = Literal["untouched", "slack"]
+
+
+def check_free_settings(
+    *, policy: FreePolicy, noise: FreeNoise, epsilon: float, rho: float, rows_per_round: int, scope: FreeScope
+) -> None:
+    """Check the free-attribute settings of DualQuery and DQRS together (also used by release configs).
+
+    Raises:
+        ConfigError: If the policy, noise, budgets, rows per round and scope do not fit together.
+    """
+    _check_free_budget(policy, noise, epsilon, rho)
+    _check_rows_per_round(rows_per_round, policy)
+    if scope not in ("untouched", "slack"):
+        raise ConfigError(f"free_scope ({scope!r}) must be 'untouched' or 'slack'")
+
+
+def _check_rows_per_round(rows: int, policy: FreePolicy) -> None:
+    """Check the rows-per-round setting (shared by DualQuery and DQRS).
+
+    Raises:
+        ConfigError: If ``rows`` is not a positive integer, or is above 1 with the ``zero`` policy (whose
+            rows would all be the same record).
+    """
+    if isinstance(rows, bool) or not isinstance(rows, int | np.integer) or rows < 1:
+        raise ConfigError(f"rows_per_round ({rows!r}) must be an integer >= 1")
+    if rows > 1 and policy == "zero":
+        raise ConfigError(
+            "rows_per_round > 1 needs free attributes drawn at random (free_policy 'random' or 'dp-marginal'); "
+            "with 'zero' every row is the same record, so set rows_per_round to 1"
+        )
+
+
+def _check_free_budget(policy: FreePolicy, noise: FreeNoise, epsilon: float, rho: float) -> None:
+    """Check that exactly the budget the free-attribute policy spends is set (shared by DualQuery and DQRS).
+
+    Raises:
+        ConfigError: If the policy, noise and budgets do not fit together.
+    """
+    if noise not in ("laplace", "gaussian"):
+        raise ConfigError(f"free_noise ({noise!r}) must be 'laplace' or 'gaussian'")
+    gaussian = policy == "dp-marginal" and noise == "gaussian"
+    if policy == "dp-marginal" and not gaussian and not epsilon > 0:
+        raise ConfigError("free_policy 'dp-marginal' needs free_epsilon > 0")
+    if gaussian and not (rho > 0 and math.isfinite(rho)):
+        raise ConfigError("free_policy 'dp-marginal' with free_noise 'gaussian' needs free_rho > 0")
+    if policy != "dp-marginal" and epsilon != 0:
+        raise ConfigError("free_epsilon is only used by free_policy 'dp-marginal'; set it to 0")
+    if gaussian and epsilon != 0:
+        raise ConfigError("free_noise 'gaussian' spends free_rho, not free_epsilon; set free_epsilon to 0")
+    if not gaussian and rho != 0:
+        raise ConfigError("free_rho is only used by free_policy 'dp-marginal' with free_noise 'gaussian'; set it to 0")
 
 
 def noisy_one_way_marginals(

@@ -8,17 +8,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path("/work/shared/data")
+BENCH_DATA = ("adult_pgm/adult.csv", "adult_pgm/adult-domain.json", "kddcup99_dualquery/kdd99.clean.gz",
+              "kddcup99_dualquery/kdd99.schema")
+"""Shared data files the engine and oracle benchmarks read (bench/engine_data.py)."""
 
-pytestmark = pytest.mark.skipif(
-    not (DATA / "adult_pgm" / "adult.csv").exists() or not (DATA / "kddcup99_dualquery" / "kdd99.clean.gz").exists(),
-    reason="bench data sets are not available on this machine",
-)
+
+@pytest.fixture(autouse=True)
+def _bench_data(require_shared_data: Callable[[str], Path]) -> None:
+    for relative in BENCH_DATA:
+        require_shared_data(relative)
 
 
 def _run(script: str, out: Path) -> None:

@@ -13,12 +13,16 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path("/work/shared/data")
+BMS1 = "bms_webview/BMS-WebView-1.dat"
+"""The shared BMS-WebView-1 basket file (bench/bms_webview.py)."""
+ADULT = ("adult_pgm/adult.csv", "adult_pgm/adult-domain.json")
+"""The shared Adult files that bench/smartnoise_compare.py reads (through bench/mechanisms.py)."""
 SMARTNOISE_PYTHON = ROOT / ".venv-smartnoise" / "bin" / "python"
 
 
@@ -61,8 +65,8 @@ def test_fig4_smoke_with_the_target_settings_publishes_k_rows_per_round(tmp_path
         assert row["epsilon"]["tight"] <= 1.0
 
 
-@pytest.mark.skipif(not (DATA / "bms_webview" / "BMS-WebView-1.dat").exists(), reason="BMS-WebView data not here")
-def test_bms_smoke_reads_baskets_as_sparse_bits_and_reports_baselines(tmp_path):
+def test_bms_smoke_reads_baskets_as_sparse_bits_and_reports_baselines(tmp_path, require_shared_data):
+    require_shared_data(BMS1)
     out = tmp_path / "bms.json"
     _run("bms_webview.py", out)
     report = json.loads(out.read_text())
@@ -77,10 +81,8 @@ def test_bms_smoke_reads_baskets_as_sparse_bits_and_reports_baselines(tmp_path):
     assert (tmp_path / "bms.png").stat().st_size > 0
 
 
-def test_bms_baskets_match_the_documented_shape():
-    path = DATA / "bms_webview" / "BMS-WebView-1.dat"
-    if not path.exists():
-        pytest.skip("BMS-WebView data not here")
+def test_bms_baskets_match_the_documented_shape(require_shared_data: Callable[[str], Path]):
+    require_shared_data(BMS1)
     sys.path.insert(0, str(ROOT / "bench"))
     from bms_webview import load_bms
 
@@ -90,8 +92,9 @@ def test_bms_baskets_match_the_documented_shape():
     assert universe[0] == 10_292 and universe[-1] == 60_978
 
 
-@pytest.mark.skipif(not (DATA / "adult_pgm" / "adult.csv").exists(), reason="Adult data not here")
-def test_smartnoise_compare_smoke_without_smartnoise_marks_it_unavailable(tmp_path):
+def test_smartnoise_compare_smoke_without_smartnoise_marks_it_unavailable(tmp_path, require_shared_data):
+    for relative in ADULT:
+        require_shared_data(relative)
     out = tmp_path / "smartnoise.json"
     _run("smartnoise_compare.py", out, "--smartnoise-python", str(tmp_path / "missing" / "python"))
     report = json.loads(out.read_text())
@@ -108,7 +111,9 @@ def test_smartnoise_compare_smoke_without_smartnoise_marks_it_unavailable(tmp_pa
     os.environ.get("DQRELEASE_BENCH_SMARTNOISE") != "1" or not SMARTNOISE_PYTHON.exists(),
     reason="set DQRELEASE_BENCH_SMARTNOISE=1 with .venv-smartnoise installed (minutes)",
 )
-def test_smartnoise_compare_smoke_runs_mst_and_aim(tmp_path):
+def test_smartnoise_compare_smoke_runs_mst_and_aim(tmp_path, require_shared_data):
+    for relative in ADULT:
+        require_shared_data(relative)
     out = tmp_path / "smartnoise.json"
     _run("smartnoise_compare.py", out, timeout=1200)
     report = json.loads(out.read_text())

@@ -10,17 +10,23 @@ import csv
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path("/work/shared/data")
+ENGINE_DATA = ("adult_pgm/adult.csv", "adult_pgm/adult-domain.json", "kddcup99_dualquery/kdd99.clean.gz",
+               "kddcup99_dualquery/kdd99.schema")
+"""Shared data files of bench/engine_data.py (Figures 2-3, the profiles)."""
+KDD_10PCT = "kddcup99_10pct/kddcup.data_10_percent.gz"
+"""The shared KDD Cup 99 file that bench/kdd99_pipeline.py releases."""
 
-pytestmark = pytest.mark.skipif(
-    not (DATA / "adult_pgm" / "adult.csv").exists() or not (DATA / "kddcup99_dualquery" / "kdd99.clean.gz").exists(),
-    reason="bench data sets are not available on this machine",
-)
+
+@pytest.fixture
+def engine_data(require_shared_data: Callable[[str], Path]) -> None:
+    for relative in ENGINE_DATA:
+        require_shared_data(relative)
 
 
 def _run(script: str, *arguments: str, timeout: float = 180) -> None:
@@ -31,6 +37,7 @@ def _run(script: str, *arguments: str, timeout: float = 180) -> None:
     assert completed.returncode == 0, completed.stderr[-3000:]
 
 
+@pytest.mark.usefixtures("engine_data")
 def test_fig3_smoke_reports_every_size_with_phase_split_and_both_epsilons(tmp_path):
     out = tmp_path / "fig3.json"
     _run("fig3_queries.py", "--out", str(out))
@@ -52,6 +59,7 @@ def test_fig3_smoke_reports_every_size_with_phase_split_and_both_epsilons(tmp_pa
     assert (tmp_path / "fig3.png").stat().st_size > 0
 
 
+@pytest.mark.usefixtures("engine_data")
 def test_fig2_smoke_runs_both_accountings_and_tight_gets_more_rounds(tmp_path):
     out = tmp_path / "fig2.json"
     _run("fig2_accuracy.py", "--out", str(out))
@@ -68,7 +76,8 @@ def test_fig2_smoke_runs_both_accountings_and_tight_gets_more_rounds(tmp_path):
     assert (tmp_path / "fig2.png").stat().st_size > 0
 
 
-def test_kdd99_pipeline_smoke_releases_through_dqrelease_and_parses_task_times(tmp_path):
+def test_kdd99_pipeline_smoke_releases_through_dqrelease_and_parses_task_times(tmp_path, require_shared_data):
+    require_shared_data(KDD_10PCT)
     out = tmp_path / "kdd99.json"
     _run("kdd99_pipeline.py", "--out", str(out), "--work", str(tmp_path / "work"), "--timeout", "400", timeout=450)
     result = json.loads(out.read_text())
@@ -81,6 +90,7 @@ def test_kdd99_pipeline_smoke_releases_through_dqrelease_and_parses_task_times(t
     assert (tmp_path / "kdd99.png").stat().st_size > 0
 
 
+@pytest.mark.usefixtures("engine_data")
 def test_profile_smoke_times_every_hot_path_and_writes_profiler_listings(tmp_path):
     out = tmp_path / "profiles.json"
     _run("profile_hot_paths.py", "--out", str(out))

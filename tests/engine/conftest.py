@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import pathlib
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,8 +12,6 @@ import pytest
 
 from dq_engine import Dataset, Domain, OracleConfig, make_rng
 from dq_engine.domain import Attribute
-
-ADULT_DIR = pathlib.Path("/work/shared/data/adult_pgm")
 
 
 @pytest.fixture
@@ -50,8 +49,8 @@ def deterministic_oracle() -> OracleConfig:
 
 
 @pytest.fixture(scope="session")
-def adult_table() -> tuple[Domain, pd.DataFrame]:
-    """The private-pgm Adult table (48,842 rows, 14 integer-coded columns) and its public domain."""
-    sizes = json.loads((ADULT_DIR / "adult-domain.json").read_text())
-    frame = pd.read_csv(ADULT_DIR / "adult.csv")
+def adult_table(require_shared_data: Callable[[str], Path]) -> tuple[Domain, pd.DataFrame]:
+    """The private-pgm Adult table (48,842 rows, 14 integer-coded columns) and its public domain (shared data)."""
+    sizes = json.loads(require_shared_data("adult_pgm/adult-domain.json").read_text())
+    frame = pd.read_csv(require_shared_data("adult_pgm/adult.csv"))
     return Domain.categorical(sizes), frame[list(sizes)]

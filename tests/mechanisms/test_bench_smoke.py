@@ -1,4 +1,4 @@
-"""The mechanisms benchmark runs end to end at smoke sizes and writes its CSV and plot."""
+"""The mechanisms benchmark runs end to end at smoke sizes and writes its CSV and plot (needs the shared Adult)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def test_mechanisms_benchmark_smoke_run_writes_a_row_per_mechanism_and_a_plot(tmp_path):
+def test_mechanisms_benchmark_smoke_run_writes_a_row_per_mechanism_and_a_plot(tmp_path, require_shared_data):
+    for relative in ("adult_pgm/adult.csv", "adult_pgm/adult-domain.json"):
+        require_shared_data(relative)
     out = tmp_path / "mechanisms.csv"
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "mechanisms.py"), "--smoke", "--out", str(out)],

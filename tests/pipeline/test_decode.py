@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from dq_engine import make_rng
-from dqrelease.config import Schema, load_schema
 from dqrelease.decode import decode_records
 from dqrelease.discretize import discretize
 from dqrelease.errors import ValidationFailedError
 from dqrelease.expectations.validate import validate_synthetic, validate_table
+from dqrelease.schema import Schema, load_schema
 from tests.pipeline.toy_schema import toy_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +104,7 @@ def test_bucket_labels_pass_the_published_suite(con):
 def test_integer_columns_need_whole_number_edges():
     from pydantic import ValidationError
 
-    from dqrelease.config import NumericColumn
+    from dqrelease.schema import NumericColumn
 
     with pytest.raises(ValidationError, match="whole-number edges"):
         NumericColumn(name="age", type="integer", edges=[0, 0.5, 1])

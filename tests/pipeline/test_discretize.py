@@ -9,15 +9,18 @@ import pandas as pd
 import pytest
 
 import dqrelease.discretize as discretize_module
-from dqrelease.config import CategoricalColumn, NumericColumn, Schema, SourceConfig, load_config, load_schema
+from dqrelease.config import SourceConfig, load_config
 from dqrelease.discretize import discretize, domain_from_schema
 from dqrelease.errors import ValidationFailedError
 from dqrelease.ingest import ingest_source
+from dqrelease.schema import CategoricalColumn, NumericColumn, Schema, load_schema
 from tests.pipeline.toy_schema import toy_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
 KDD99 = ROOT / "examples" / "kdd99"
+KDD99_FILE = "kddcup99_10pct/kddcup.data_10_percent.gz"
+"""The shared file that examples/kdd99/release.toml reads."""
 
 SCHEMA = toy_schema()
 
@@ -192,7 +195,8 @@ def test_basket_items_outside_the_schema_are_refused(con, tmp_path):
 
 # ---------------------------------------------------------------------- the real KDD Cup 99 file
 @pytest.mark.slow
-def test_kdd99_discretizes_to_494021_records(con):
+def test_kdd99_discretizes_to_494021_records(con, require_shared_data):
+    require_shared_data(KDD99_FILE)
     config = load_config(KDD99 / "release.toml")
     schema = load_schema(config.schema_file)
     ingest_source(con, config.source, schema)

@@ -8,16 +8,19 @@ import pandas as pd
 import pytest
 
 import dqrelease.expectations.validate as validate_module
-from dqrelease.config import Schema, load_config, load_schema
+from dqrelease.config import load_config
 from dqrelease.errors import ValidationFailedError
 from dqrelease.expectations.suite import build_published_suite, build_suite, number_column
 from dqrelease.expectations.validate import validate_synthetic, validate_table
 from dqrelease.ingest import ingest_source
+from dqrelease.schema import Schema, load_schema
 from tests.pipeline.toy_schema import toy_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
 KDD99 = ROOT / "examples" / "kdd99"
+KDD99_FILE = "kddcup99_10pct/kddcup.data_10_percent.gz"
+"""The shared file that examples/kdd99/release.toml reads."""
 
 SCHEMA = toy_schema()
 GOOD = {
@@ -197,7 +200,8 @@ def test_published_suite_rejects_alias_spellings_and_values_beyond_clipped_edges
 
 # ---------------------------------------------------------------------- the real KDD Cup 99 file
 @pytest.mark.slow
-def test_kdd99_schema_validates_the_real_10_percent_file(con):
+def test_kdd99_schema_validates_the_real_10_percent_file(con, require_shared_data):
+    require_shared_data(KDD99_FILE)
     config = load_config(KDD99 / "release.toml")
     schema = load_schema(config.schema_file)
     assert ingest_source(con, config.source, schema) == 494021

@@ -21,15 +21,17 @@ import pytest
 from typer.testing import CliRunner
 
 from dq_engine import Domain, make_rng, random_marginals
-from dq_engine.defaults import PublicQuantities, fem_config, mwem_particles_config, sepfem_config
+from dq_engine.defaults import fem_config, mwem_particles_config, sepfem_config
 from dq_engine.fem import fem_costs, fem_events
 from dq_engine.mwem import mwem_costs, mwem_events
+from dq_engine.public import PublicQuantities
 from dqrelease.cli import app
-from dqrelease.config import Schema, load_config
+from dqrelease.config import load_config
 from dqrelease.discretize import domain_from_schema
 from dqrelease.errors import ConfigInvalidError, ExitCode
 from dqrelease.ledger import Ledger
 from dqrelease.plan import build_workload, plan_release
+from dqrelease.schema import Schema
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
@@ -329,7 +331,8 @@ def test_fem_plan_refuses_explicit_parameters_over_the_target(workspace: Path):
 
 # ---------------------------------------------------------------------- the rules are the benchmark's
 BENCH_RESULTS = ROOT / "bench" / "results" / "mechanisms.csv"
-ADULT_PGM_DOMAIN = Path("/work/shared/data/adult_pgm/adult-domain.json")
+ADULT_PGM_DOMAIN = "adult_pgm/adult-domain.json"
+"""The private-pgm Adult domain of the benchmark, a file of the shared data directory."""
 RULES = {
     "fem": (fem_config, ("epsilon_0", "noise_scale", "samples", "rounds")),
     "sepfem": (sepfem_config, ("epsilon_0", "noise_scale", "samples", "rounds")),
@@ -342,10 +345,10 @@ RULES = {
 """Default rules whose parameters ``bench/mechanisms.py`` recorded on ADULT (MWEM over the universe refused)."""
 
 
-def test_default_rules_give_the_parameters_recorded_in_the_adult_benchmark():
+def test_default_rules_give_the_parameters_recorded_in_the_adult_benchmark(require_shared_data):
     # ADULT's public quantities as bench/mechanisms.py computes them: the private-pgm domain and its
     # 64 random 3-way marginals (workload seed 0)
-    sizes = json.loads(ADULT_PGM_DOMAIN.read_text())
+    sizes = json.loads(require_shared_data(ADULT_PGM_DOMAIN).read_text())
     domain = Domain.categorical(sizes)
     workload = random_marginals(domain, 3, 64, make_rng(0))
     rows = [r for r in csv.DictReader(BENCH_RESULTS.open()) if r["mechanism"] in RULES and r["status"] != "failed"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dqrelease.config import Schema
+from dqrelease.schema import Schema
 
 _TOY_COLUMNS = [
     {"name": "colour", "type": "categorical", "values": ["red", "blue", "?"], "aliases": {"RED": "red"}},

@@ -1,0 +1,68 @@
+"""The mechanism registry: every mechanism the pipeline can run, each defined once.
+
+Each entry is a :class:`~dqrelease.mechanisms.base.Mechanism` from its own module (keys, plan rule, run).
+``dqrelease plan`` and ``dqrelease run`` (:func:`plan_mechanism`, :func:`run_mechanism`), the release config
+(:data:`MechanismSettings`), the docs generator and ``bench/mechanisms.py`` all read :data:`MECHANISMS`.
+
+Adding a mechanism: write a module with its keys model, ``plan`` and ``run`` and a ``Mechanism`` object, and
+add that object to :data:`MECHANISMS` (``docs/engine.md``, "Adding a mechanism").
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from dqrelease.mechanisms.base import Mechanism, MechanismKeys, PlanInputs, ReleasePlan, RunInputs
+from dqrelease.mechanisms.dualquery import DQRS, DUALQUERY, DQRSKeys, DualQueryKeys
+from dqrelease.mechanisms.games import FEM, SEPFEM, FEMKeys, SepFEMKeys
+from dqrelease.mechanisms.mwem import MWEM, MWEM_PARTICLES, MWEMKeys, MWEMParticlesKeys
+from dqrelease.mechanisms.randomized_response import RANDOMIZED_RESPONSE, RandomizedResponseKeys
+
+__all__ = [
+    "MECHANISMS",
+    "Mechanism",
+    "MechanismKeys",
+    "MechanismSettings",
+    "PlanInputs",
+    "ReleasePlan",
+    "RunInputs",
+    "mechanism",
+    "plan_mechanism",
+    "run_mechanism",
+]
+
+MECHANISMS: dict[str, Mechanism] = {
+    m.name: m for m in (DUALQUERY, DQRS, FEM, SEPFEM, MWEM, MWEM_PARTICLES, RANDOMIZED_RESPONSE)
+}
+"""Every mechanism by its ``mechanism.name``, in the order the docs list them (the default first)."""
+
+DEFAULT_MECHANISM = "dualquery"
+
+MechanismSettings = Annotated[
+    DualQueryKeys | DQRSKeys | FEMKeys | SepFEMKeys | MWEMKeys | MWEMParticlesKeys | RandomizedResponseKeys,
+    Field(discriminator="name"),
+]
+"""The ``[mechanism]`` section: the keys model of the mechanism its ``name`` selects."""
+
+
+def mechanism(name: str) -> Mechanism:
+    """The registered mechanism called ``name``.
+
+    Raises:
+        KeyError: With the list of names, if there is none.
+    """
+    if name not in MECHANISMS:
+        raise KeyError(f"no mechanism {name!r}; choose one of {', '.join(MECHANISMS)}")
+    return MECHANISMS[name]
+
+
+def plan_mechanism(keys: MechanismKeys, inputs: PlanInputs) -> ReleasePlan:
+    """Plan ``keys.name`` from public quantities only (engine errors propagate; callers name the section)."""
+    return mechanism(keys.name).plan(keys, inputs)
+
+
+def run_mechanism(plan: ReleasePlan, inputs: RunInputs) -> Any:
+    """Run the mechanism a plan describes on the private data; returns its ``SynthesisResult``."""
+    return mechanism(plan.mechanism).run(plan, inputs)

@@ -1,0 +1,177 @@
+"""DualQuery and DQRS in the pipeline: keys, plan rule (T calibrated to the target) and run.
+
+* ``dualquery`` -- DualQuery (seed 000, Algorithm 2): multiplicative weights over the workload's queries, one
+  CP-SAT best-response record per round; privacy by Theorems 4.2/4.3 (paper mode) or zCDP (tight mode).
+* ``dqrs`` -- DualQuery with rejection sampling (seed 004, Algorithm 4, Theorem 17): samples of earlier
+  rounds are reused by rejection sampling.
+
+``T`` is the largest number of rounds whose cost in the config's accounting mode is within the mechanism's
+target (:func:`dq_engine.calibration.calibrate_rounds`), unless ``rounds`` is given (then it is checked).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from dqrelease.mechanisms.base import (
+    Mechanism,
+    MechanismKeys,
+    OracleKeys,
+    PlanInputs,
+    ReleasePlan,
+    RunInputs,
+    oracle_config,
+    oracle_parameters,
+)
+
+__all__ = ["DQRS", "DUALQUERY", "DQRSKeys", "DualQueryKeys"]
+
+
+class _DualFamilyKeys(MechanismKeys):
+    """Keys shared by DualQuery and DQRS."""
+
+    eta: float | None = Field(default=None, gt=0, le=100, description="Learning rate η of the MW update (required).")
+    samples: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="Queries sampled per round s (required)."
+    )
+    rounds: int | None = Field(
+        default=None, ge=1, le=100_000,
+        description="Rounds T; if omitted, the largest that fits privacy.epsilon in the accounting mode.",
+    )
+    free_policy: Literal["zero", "random", "dp-marginal"] = Field(
+        default="random", description="How attributes no sampled query touches are set."
+    )
+    free_epsilon: float = Field(
+        default=0.0, ge=0, le=100, description="epsilon of the Laplace noisy marginals (free_policy 'dp-marginal')."
+    )
+    free_noise: Literal["laplace", "gaussian"] = Field(
+        default="laplace",
+        description=(
+            "dp-marginal: Laplace marginals (pure epsilon, free_epsilon) or Gaussian ones (zCDP, free_rho; the useful "
+            "choice with thousands of attributes)."
+        ),
+    )
+    free_rho: float = Field(
+        default=0.0, ge=0, le=100, description="zCDP rho of the Gaussian noisy marginals (free_policy 'dp-marginal')."
+    )
+    rows_per_round: int = Field(
+        default=1, ge=1, le=1024,
+        description="Rows per round, free attributes redrawn in each (1 = the paper; post-processing, no extra cost).",
+    )
+    free_scope: Literal["untouched", "slack"] = Field(
+        default="untouched",
+        description="Attributes the free policy fills (docs/decisions.md, 'Slack free scope').",
+    )
+    oracle: OracleKeys = Field(default_factory=OracleKeys, description="Section [mechanism.oracle].")
+
+    @model_validator(mode="after")
+    def _check_free(self) -> _DualFamilyKeys:
+        from dq_engine.errors import ConfigError
+        from dq_engine.oracle.free_attributes import check_free_settings
+
+        try:
+            check_free_settings(
+                policy=self.free_policy, noise=self.free_noise, epsilon=self.free_epsilon, rho=self.free_rho,
+                rows_per_round=self.rows_per_round, scope=self.free_scope,
+            )
+        except ConfigError as error:
+            raise ValueError(str(error)) from None
+        return self
+
+    def check_release(self, *, privacy, output) -> None:
+        """Eta and samples are required; without rounds, a target epsilon is."""
+        if self.eta is None or self.samples is None:
+            raise ValueError(f"mechanism {self.name!r} needs eta and samples")
+        if self.rounds is None and privacy.epsilon is None:
+            raise ValueError("give mechanism.rounds or privacy.epsilon (T is then the largest that fits)")
+
+
+class DualQueryKeys(_DualFamilyKeys):
+    """``[mechanism]`` of ``name = "dualquery"``."""
+
+    name: Literal["dualquery"] = "dualquery"
+
+
+class DQRSKeys(_DualFamilyKeys):
+    """``[mechanism]`` of ``name = "dqrs"``."""
+
+    name: Literal["dqrs"] = "dqrs"
+    topup_fraction: float = Field(default=0.25, ge=0, le=1, description="Top-up reserve fraction per round.")
+
+
+def _plan(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs) -> ReleasePlan:
+    from dq_engine.accounting import compose
+    from dq_engine.calibration import calibrate_rounds, mechanism_events
+    from dq_engine.dqrs import DQRSConfig
+    from dq_engine.dualquery import DualQueryConfig
+    from dq_engine.errors import AccountingError
+
+    public, mode, name = inputs.public, inputs.mode, keys.name
+    topup = keys.topup_fraction if name == "dqrs" else 0.25
+    analysis = "advanced_composition" if name == "dualquery" else "zcdp"
+    common = {"eta": keys.eta, "samples": keys.samples, "n": public.n, "free_epsilon": keys.free_epsilon,
+              "free_rho": keys.free_rho, "topup_fraction": topup}
+
+    def total(rounds: int) -> dict:
+        events = mechanism_events(name, rounds=rounds, **common)
+        return {
+            "paper": compose(events, mode="paper", delta=public.delta, paper_analysis=analysis),
+            "tight": compose(events, mode="tight", delta=public.delta),
+        }
+
+    notes = []
+    if keys.rounds is not None:
+        rounds = keys.rounds
+        cost = total(rounds)[mode].epsilon
+        if public.epsilon is not None and cost > public.epsilon:
+            raise AccountingError(
+                f"mechanism.rounds = {rounds} costs epsilon {cost:.4g} > the mechanism's budget "
+                f"{public.epsilon:.4g} ({mode} accounting); lower rounds or omit it"
+            )
+    else:
+        rounds = calibrate_rounds(
+            name, epsilon=public.epsilon, delta=public.delta, eta=keys.eta, samples=keys.samples, n=public.n,
+            mode=mode, topup_fraction=topup, free_epsilon=keys.free_epsilon, free_rho=keys.free_rho,
+        )
+        notes.append(f"T = {rounds} is the largest number of rounds within epsilon = {public.epsilon:.4g}")
+    shared = {
+        "eta": keys.eta, "samples": keys.samples, "rounds": rounds, "delta": public.delta,
+        "free_policy": keys.free_policy, "free_epsilon": keys.free_epsilon, "free_noise": keys.free_noise,
+        "free_rho": keys.free_rho, "rows_per_round": keys.rows_per_round, "free_scope": keys.free_scope,
+        "oracle": oracle_config(keys.oracle, deterministic=inputs.deterministic),
+    }
+    engine_config = DQRSConfig(topup_fraction=topup, **shared) if name == "dqrs" else DualQueryConfig(**shared)
+    parameters = {k: v for k, v in shared.items() if k != "oracle"}
+    parameters["oracle"] = oracle_parameters(engine_config.oracle)
+    if name == "dqrs":
+        parameters["topup_fraction"] = topup
+    return ReleasePlan(
+        mechanism=name, n=public.n, engine_config=engine_config, parameters=parameters,
+        events=tuple(mechanism_events(name, rounds=rounds, **common)), costs=total(rounds), mode=mode,
+        progress_rounds=rounds, notes=notes,
+    )
+
+
+def _run(plan: ReleasePlan, inputs: RunInputs):
+    from dq_engine.dqrs import dqrs
+    from dq_engine.dualquery import dualquery
+
+    runner = dualquery if plan.mechanism == "dualquery" else dqrs
+    return runner(inputs.data, inputs.workload, plan.engine_config, rng=inputs.rng, progress=inputs.progress,
+                  true_answers=inputs.true_answers)
+
+
+DUALQUERY = Mechanism(
+    name="dualquery",
+    summary="MW over the queries, one CP-SAT best-response record per round",
+    reference="DualQuery (seed 000, Algorithm 2; Theorems 4.2/4.3)",
+    keys=DualQueryKeys, plan=_plan, run=_run, needs_public_n=False, has_oracle=True,
+)
+DQRS = Mechanism(
+    name="dqrs",
+    summary="DualQuery with rejection sampling: reuses samples across rounds",
+    reference="DQRS (seed 004, Algorithm 4; Theorem 17)",
+    keys=DQRSKeys, plan=_plan, run=_run, needs_public_n=False, has_oracle=True,
+)

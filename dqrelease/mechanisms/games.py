@@ -1,0 +1,146 @@
+"""FEM and sepFEM in the pipeline (seed 004, Algorithms 1-3): keys, plan rule and run.
+
+Both play the primal game: each round selects a query with the exponential mechanism (ε₀ per selection) and
+the data player answers with follow-the-perturbed-leader records from the CP-SAT oracle; the release is the
+union of the per-round samples. The rule (:func:`dq_engine.defaults.fem_config`) sets T, s and η from public
+quantities and calibrates ε₀ to the target; keys given replace the rule's values.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from dqrelease.mechanisms.base import (
+    Mechanism,
+    MechanismKeys,
+    OracleKeys,
+    PlanInputs,
+    ReleasePlan,
+    RunInputs,
+    oracle_config,
+    oracle_parameters,
+)
+
+__all__ = ["FEM", "SEPFEM", "FEMKeys", "SepFEMKeys"]
+
+
+class _GameKeys(MechanismKeys):
+    """Keys shared by FEM and sepFEM."""
+
+    eta: float | None = Field(
+        default=None, gt=0, le=100, description="Perturbation scale (default 1.0 for FEM, 0.5 for sepFEM)."
+    )
+    samples: int | None = Field(
+        default=None, ge=1, le=10_000, description="Oracle calls per round (default clamp(1500 // (T + 1), 4, 50))."
+    )
+    rounds: int | None = Field(
+        default=None, ge=1, le=100_000,
+        description="Rounds T (default n sqrt(8 rho) / (2 ln 2N) in [10, 120] for FEM, [10, 100] for sepFEM).",
+    )
+    epsilon_0: float | None = Field(
+        default=None, gt=0, le=100,
+        description="epsilon of each query selection; calibrated to privacy.epsilon if omitted.",
+    )
+    workers: int = Field(
+        default=1, ge=1, le=64,
+        description="Processes for a round's oracle calls (on Dask the cluster runs them instead).",
+    )
+    oracle: OracleKeys = Field(
+        default_factory=OracleKeys,
+        description="Section [mechanism.oracle]; without it: CP-SAT alone, 1 worker, deterministic limit 0.2 per call.",
+    )
+
+    def check_release(self, *, privacy, output) -> None:
+        """Without a target epsilon both rounds and epsilon_0 must be given."""
+        if privacy.epsilon is None and (self.rounds is None or self.epsilon_0 is None):
+            raise ValueError(f"mechanism {self.name!r} needs privacy.epsilon, or both mechanism.rounds and epsilon_0")
+
+
+class FEMKeys(_GameKeys):
+    """``[mechanism]`` of ``name = "fem"``."""
+
+    name: Literal["fem"] = "fem"
+
+
+class SepFEMKeys(_GameKeys):
+    """``[mechanism]`` of ``name = "sepfem"``."""
+
+    name: Literal["sepfem"] = "sepfem"
+
+
+def _plan(keys: FEMKeys | SepFEMKeys, inputs: PlanInputs) -> ReleasePlan:
+    from dq_engine.defaults import FEM_ROUNDS_CAP, SEPFEM_ROUNDS_CAP, fem_config, ftpl_oracle, sepfem_config
+    from dq_engine.fem import fem_costs, fem_events
+
+    public, mode = inputs.public, inputs.mode
+    oracle = None
+    if keys.oracle.model_fields_set:  # the FTPL default, with the keys given replacing it
+        oracle = oracle_config(keys.oracle, deterministic=inputs.deterministic, base=ftpl_oracle())
+    build = fem_config if keys.name == "fem" else sepfem_config
+    engine_config = build(
+        public, mode=mode, rounds=keys.rounds, epsilon_0=keys.epsilon_0, samples=keys.samples,
+        noise_scale=keys.eta, oracle=oracle, workers=keys.workers,
+    )
+    events = tuple(fem_events(engine_config.epsilon_0, engine_config.rounds))
+    notes = []
+    if keys.rounds is None and keys.epsilon_0 is None:
+        cap = FEM_ROUNDS_CAP if keys.name == "fem" else SEPFEM_ROUNDS_CAP
+        notes.append(f"T = {engine_config.rounds}: the rule n sqrt(8 rho) / (2 ln 2N) clamped to [10, {cap}]")
+    if keys.epsilon_0 is None:
+        notes.append(
+            f"epsilon_0 = {engine_config.epsilon_0:.5g} is the largest per-selection epsilon within "
+            f"epsilon = {public.epsilon:.4g} ({mode} accounting)"
+        )
+    elif keys.rounds is None:
+        notes.append(
+            f"T = {engine_config.rounds} is the largest number of selections within epsilon = {public.epsilon:.4g}"
+        )
+    parameters = {
+        "epsilon_0": engine_config.epsilon_0,
+        "noise_scale": engine_config.noise_scale,
+        "samples": engine_config.samples,
+        "rounds": engine_config.rounds,
+        "perturbation": engine_config.perturbation if keys.name == "fem" else "separator-laplace",
+        "burn_in": engine_config.burn_in,
+        "delta": public.delta,
+        "workers": engine_config.workers,
+        "oracle": oracle_parameters(engine_config.oracle),
+    }
+    return ReleasePlan(
+        mechanism=keys.name, n=public.n, engine_config=engine_config, parameters=parameters, events=events,
+        costs=fem_costs(list(events), public.delta), mode=mode, progress_rounds=engine_config.rounds + 1,
+        notes=notes,
+    )
+
+
+def _run(plan: ReleasePlan, inputs: RunInputs):
+    from dq_engine.fem import fem
+    from dq_engine.sepfem import sepfem
+
+    game = fem if plan.mechanism == "fem" else sepfem
+    arguments = (inputs.data, inputs.workload, plan.engine_config)
+    if inputs.dask_address is None:
+        return game(*arguments, rng=inputs.rng, progress=inputs.progress)
+    from dqrelease.cluster import dask_executor
+
+    with dask_executor(inputs.dask_address) as executor:
+        return game(*arguments, rng=inputs.rng, progress=inputs.progress, executor=executor)
+
+
+FEM = Mechanism(
+    name="fem",
+    summary=(
+        "exponential-mechanism query selection, follow-the-perturbed-leader records; publishes the union of the "
+        "per-round samples"
+    ),
+    reference="FEM (seed 004, Algorithms 1-2)",
+    keys=FEMKeys, plan=_plan, run=_run, has_oracle=True,
+)
+SEPFEM = Mechanism(
+    name="sepfem",
+    summary="FEM with Laplace-weighted separator queries as the perturbation",
+    reference="sepFEM (seed 004, Algorithm 3)",
+    keys=SepFEMKeys, plan=_plan, run=_run, has_oracle=True,
+)
