@@ -27,9 +27,14 @@ from dq_engine.errors import WorkloadError
 from dq_engine.rows import unique_rows
 
 __all__ = [
+    "MAX_KWAY_MARGINALS",
     "MAX_WAY",
     "Workload",
+    "WorkloadPart",
     "all_kway_marginals",
+    "concatenate_workloads",
+    "kway_attribute_sets",
+    "kway_marginals",
     "marginal_queries",
     "random_marginals",
     "random_queries",
@@ -40,6 +45,32 @@ MAX_WAY = 5
 
 DEFAULT_MAX_QUERIES = 50_000_000
 """Builders refuse to enumerate more queries than this unless told otherwise (memory guard)."""
+
+MAX_KWAY_MARGINALS = 2_000
+"""Above this many k-way attribute sets (k >= 2), "all k-way marginals" becomes a public sample of this many
+(:func:`kway_attribute_sets`): 2,000 sets are every pair of 63 columns, and a sample beyond that keeps the
+workload and the fidelity evaluation linear in the schema's width."""
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class WorkloadPart:
+    """One part of a concatenated workload.
+
+    Attributes:
+        description: The part's public description (e.g. ``"all 2-way marginals"``).
+        positions: Position in the concatenated workload of each of the part's queries, in the part's own
+            order, shape ``(N_part,)`` (a query shared with an earlier part has the same position in both).
+        n_marginals: Number of marginals (attribute sets) of the part.
+    """
+
+    description: str
+    positions: np.ndarray
+    n_marginals: int
+
+    @property
+    def n_queries(self) -> int:
+        """Number of the part's positive queries (before merging with the other parts)."""
+        return int(self.positions.shape[0])
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,6 +84,8 @@ class Workload:
         query_values: Value code of each query on each of its marginal's attributes, shape ``(N, kmax)``,
             padded with -1.
         description: Human-readable, public description of how the workload was built.
+        parts: For a workload concatenated from parts (:func:`concatenate_workloads`), where each part's
+            queries are; empty otherwise.
     """
 
     domain: Domain
@@ -60,6 +93,7 @@ class Workload:
     query_marginal: np.ndarray
     query_values: np.ndarray
     description: str = ""
+    parts: tuple[WorkloadPart, ...] = ()
 
     def __post_init__(self) -> None:
         if self.query_marginal.ndim != 1 or self.query_values.shape[0] != self.query_marginal.shape[0]:
@@ -258,6 +292,14 @@ def all_kway_marginals(domain: Domain, k: int, *, max_queries: int = DEFAULT_MAX
     return marginal_queries(domain, sets, max_queries=max_queries, description=f"all {k}-way marginals")
 
 
+def _random_attribute_sets(m: int, k: int, count: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
+    """``count`` distinct k-subsets of ``range(m)``, each drawn uniformly (rejecting repeats), sorted."""
+    chosen: set[tuple[int, ...]] = set()
+    while len(chosen) < count:
+        chosen.add(tuple(sorted(int(a) for a in rng.choice(m, size=k, replace=False))))
+    return sorted(chosen)
+
+
 def random_marginals(
     domain: Domain, k: int, count: int, rng: np.random.Generator, *, max_queries: int = DEFAULT_MAX_QUERIES
 ) -> Workload:
@@ -269,12 +311,66 @@ def random_marginals(
     available = math.comb(len(domain), k)
     if not 1 <= count <= available:
         raise WorkloadError(f"count ({count}) must be in 1..{available} (the number of {k}-way attribute sets)")
-    chosen: set[tuple[int, ...]] = set()
-    while len(chosen) < count:
-        chosen.add(tuple(sorted(int(a) for a in rng.choice(len(domain), size=k, replace=False))))
     return marginal_queries(
-        domain, sorted(chosen), max_queries=max_queries, description=f"{count} random {k}-way marginals"
+        domain,
+        _random_attribute_sets(len(domain), k, count, rng),
+        max_queries=max_queries,
+        description=f"{count} random {k}-way marginals",
     )
+
+
+def kway_attribute_sets(
+    n_attributes: int, k: int, *, rng: np.random.Generator, limit: int = MAX_KWAY_MARGINALS
+) -> tuple[list[tuple[int, ...]], int]:
+    """Every k-subset of the attributes, or a public sample of ``limit`` of them when there are more.
+
+    The rule shared by the workload builder (``all_kway`` parts) and the fidelity evaluation
+    (:mod:`dq_engine.fidelity`), so that "all 2-way marginals" stays bounded on wide schemas:
+
+    * ``k = 1``: always all ``m`` attributes (linear in the schema, never sampled);
+    * ``k >= 2``: all ``C(m, k)`` sets when there are at most ``limit``, else ``limit`` distinct sets drawn
+      uniformly with ``rng``, which must be a *public* generator (seeded from a public seed, never from the
+      data); the sets depend on the schema's width and the seed only.
+
+    Args:
+        n_attributes: Number of attributes ``m``.
+        k: Attributes per set (1..5).
+        rng: Public generator (used only when sampling).
+        limit: Largest number of sets enumerated in full (>= 1).
+
+    Returns:
+        The sets (ascending tuples, sorted) and the number ``C(m, k)`` of all k-way sets.
+    """
+    if not 1 <= k <= min(MAX_WAY, n_attributes):
+        raise WorkloadError(f"k ({k}) must be in 1..{min(MAX_WAY, n_attributes)} for {n_attributes} attributes")
+    if limit < 1:
+        raise WorkloadError(f"limit ({limit}) must be >= 1")
+    available = math.comb(n_attributes, k)
+    if k == 1 or available <= limit:
+        return list(itertools.combinations(range(n_attributes), k)), available
+    return _random_attribute_sets(n_attributes, k, limit, rng), available
+
+
+def kway_marginals(
+    domain: Domain,
+    k: int,
+    *,
+    rng: np.random.Generator,
+    max_marginals: int = MAX_KWAY_MARGINALS,
+    max_queries: int = DEFAULT_MAX_QUERIES,
+) -> Workload:
+    """Every query of every k-way marginal, or of a public sample of ``max_marginals`` of them on wide schemas.
+
+    The sets follow :func:`kway_attribute_sets`; the description says which (e.g. ``"all 2-way marginals"``
+    or ``"2,000 of the 123,256 2-way marginals (public sample)"``).
+    """
+    _check_way(domain, k)
+    sets, available = kway_attribute_sets(len(domain), k, rng=rng, limit=max_marginals)
+    if len(sets) == available:
+        description = f"all {k}-way marginals"
+    else:
+        description = f"{len(sets):,} of the {available:,} {k}-way marginals (public sample)"
+    return marginal_queries(domain, sets, max_queries=max_queries, description=description)
 
 
 def _sort_rows(rows: np.ndarray) -> np.ndarray:
@@ -346,4 +442,65 @@ def random_queries(domain: Domain, k: int, count: int, rng: np.random.Generator)
         query_marginal.ravel()[order].astype(np.int64),
         values[order].astype(np.int64),
         f"{count} random {k}-way queries",
+    )
+
+
+def concatenate_workloads(parts: list[Workload], *, description: str | None = None) -> Workload:
+    """One workload holding every query of ``parts``, each query once.
+
+    Marginals are identified by their attribute set: the queries of a marginal that appears in several parts
+    (e.g. the same 3-way set drawn by two random parts) are merged, and a query in several parts is kept
+    once, so no query is weighted twice by a mechanism. Marginals with different attribute sets stay
+    separate even when one contains the other (a 1-way marginal is its own marginal beside every 2-way
+    marginal that contains its column). The result is ordered like :func:`marginal_queries`: marginals by
+    ``(k, attributes)``, queries of a marginal by cell (C order), so complete marginals keep the fast paths
+    of :class:`~dq_engine.marginal_tables.MarginalIndex`. ``parts`` of the result records where each part's
+    queries went, so each part's answers are ``answers[part.positions]``.
+
+    Args:
+        parts: Workloads over the same domain (at least one).
+        description: Public description; default: the parts' descriptions with their sizes.
+
+    Raises:
+        WorkloadError: On no parts or parts over different domains.
+    """
+    if not parts:
+        raise WorkloadError("give at least one workload part")
+    domain = parts[0].domain
+    if any(part.domain != domain for part in parts[1:]):
+        raise WorkloadError("workload parts must be over the same domain")
+    kmax = max(part.marginals.shape[1] for part in parts)
+    m = len(domain)
+    rows = []
+    for part in parts:
+        attrs = np.full((len(part), kmax), -1, dtype=np.int64)
+        values = np.full((len(part), kmax), -1, dtype=np.int64)
+        width = part.marginals.shape[1]
+        attrs[:, :width] = part.marginals[part.query_marginal]
+        values[:, :width] = part.query_values
+        ways = (attrs >= 0).sum(axis=1, keepdims=True)
+        # key (k, attributes + 1, values + 1): padding -1 becomes 0, so keys sort by k, then attribute set, then cell
+        rows.append(np.hstack([ways, attrs + 1, values + 1]))
+    keys = np.concatenate(rows)
+    radices = np.array([kmax + 1] + [m + 1] * kmax + [int(domain.sizes.max()) + 1] * kmax, dtype=np.int64)
+    distinct, inverse = unique_rows(keys, radices, return_inverse=True)
+    marginal_rows, query_marginal = unique_rows(distinct[:, : 1 + kmax], radices[: 1 + kmax], return_inverse=True)
+    ends = np.cumsum([len(part) for part in parts])
+    records = tuple(
+        WorkloadPart(
+            description=part.description, positions=inverse[end - len(part) : end], n_marginals=part.n_marginals
+        )
+        for part, end in zip(parts, ends, strict=True)
+    )
+    if description is None:
+        description = " + ".join(
+            f"{part.description} ({part.n_marginals:,} marginals, {len(part):,} queries)" for part in parts
+        )
+    return Workload(
+        domain,
+        marginal_rows[:, 1:] - 1,
+        query_marginal.astype(np.int64),
+        distinct[:, 1 + kmax :] - 1,
+        description,
+        records,
     )

@@ -25,7 +25,9 @@ __all__ = [
     "RunConfig",
     "SourceConfig",
     "WorkloadConfig",
+    "WorkloadPartConfig",
     "config_hash",
+    "default_workload",
     "file_sha256",
     "load_config",
 ]
@@ -103,24 +105,102 @@ class PrivacyConfig(StrictModel):
         return self
 
 
-class WorkloadConfig(StrictModel):
-    """Which queries the release should answer well (and the error report measures)."""
+WorkloadKind = Literal["random_marginals", "random_queries", "all_kway", "explicit"]
 
-    kind: Literal["random_marginals", "random_queries", "all_kway", "explicit"] = Field(
-        description="random_marginals: attribute sets with all cells; random_queries: single conjunctions."
+class WorkloadPartConfig(StrictModel):
+    """One part of the workload: a ``[[workload.parts]]`` entry, or the whole ``[workload]`` in its one-part form."""
+
+    kind: WorkloadKind = Field(
+        description=(
+            "all_kway: every k-way marginal (a public sample of max_marginals of them on wide schemas); "
+            "random_marginals: count random attribute sets with all their cells (all of them if the schema has "
+            "fewer); random_queries: count single random conjunctions; explicit: the attribute sets in marginals."
+        )
     )
     k: int = Field(default=3, ge=1, le=5, description="Attributes per marginal (1..5).")
     count: int | None = Field(default=None, ge=1, description="Number of marginals / queries for random kinds.")
-    seed: int = Field(default=0, ge=0, description="Public seed of the workload generator (not the release seed).")
     marginals: list[list[str]] | None = Field(default=None, description="Attribute sets for kind = 'explicit'.")
+    max_marginals: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "all_kway with k >= 2: when the schema has more k-way attribute sets than this (default 2,000, "
+            "dq_engine.workload.MAX_KWAY_MARGINALS), a public sample of this many, drawn with the workload seed "
+            "(never from the data); k = 1 is never sampled."
+        ),
+    )
 
     @model_validator(mode="after")
-    def _check(self) -> WorkloadConfig:
+    def _check(self) -> WorkloadPartConfig:
         if self.kind in ("random_marginals", "random_queries") and self.count is None:
             raise ValueError(f"workload kind {self.kind!r} needs 'count'")
         if self.kind == "explicit" and not self.marginals:
             raise ValueError("workload kind 'explicit' needs 'marginals' (a list of column-name lists)")
+        if self.max_marginals is not None and self.kind != "all_kway":
+            raise ValueError("max_marginals applies to 'all_kway' parts only; remove it")
         return self
+
+
+_PART_KEYS = ("kind", "k", "count", "marginals", "max_marginals")
+"""The keys of one part (the one-part form has them directly in ``[workload]``)."""
+
+
+class WorkloadConfig(WorkloadPartConfig):
+    """Which queries the release should answer well (and the error report measures).
+
+    Either one part (``kind`` and its keys directly in ``[workload]``) or several ``[[workload.parts]]``,
+    whose queries are merged (each query once). Sizes depend on the schema and the public seed only.
+    """
+
+    kind: WorkloadKind | None = Field(
+        default=None,
+        description="One-part form: the part's kind (see [[workload.parts]]); omit it when giving parts.",
+    )
+    seed: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Public seed of the workload generator (not the release seed); with parts, part i draws from the i-th "
+            "child generator spawned from it."
+        ),
+    )
+    parts: list[WorkloadPartConfig] | None = Field(
+        default=None,
+        description="Several parts, e.g. all 1-way, all 2-way and 64 random 3-way marginals: [[workload.parts]].",
+    )
+
+    @model_validator(mode="after")
+    def _check_form(self) -> WorkloadConfig:
+        defaults = {key: type(self).model_fields[key].get_default() for key in _PART_KEYS}
+        part_keys = {key for key in _PART_KEYS if getattr(self, key) != defaults[key]}
+        if self.parts is None and self.kind is None:
+            raise ValueError("give workload.kind (one part) or a list of [[workload.parts]]")
+        if self.parts is not None:
+            if not self.parts:
+                raise ValueError("workload.parts is empty; give at least one [[workload.parts]] entry")
+            if part_keys:
+                raise ValueError(
+                    f"workload has both [[workload.parts]] and {', '.join(sorted(part_keys))}: move those keys into "
+                    "the parts (or drop parts for the one-part form)"
+                )
+        return self
+
+    def part_list(self) -> list[WorkloadPartConfig]:
+        """The parts: ``parts``, or the one part the one-part form describes."""
+        if self.parts is not None:
+            return list(self.parts)
+        return [WorkloadPartConfig.model_validate(self.model_dump(include=set(_PART_KEYS)))]
+
+
+def default_workload() -> WorkloadConfig:
+    """The workload of a config without ``[workload]``: all 1-way, all 2-way and 64 random 3-way marginals."""
+    return WorkloadConfig(
+        parts=[
+            WorkloadPartConfig(kind="all_kway", k=1),
+            WorkloadPartConfig(kind="all_kway", k=2),
+            WorkloadPartConfig(kind="random_marginals", k=3, count=64),
+        ]
+    )
 
 
 class OutputConfig(StrictModel):
@@ -187,7 +267,13 @@ class ReleaseConfig(StrictModel):
     schema_file: Path = Field(description="The public schema file (see docs/schema.md).")
     source: SourceConfig = Field(description="Where the raw table comes from: section [source].")
     privacy: PrivacyConfig = Field(description="Neighbouring relation, n, target budget: section [privacy].")
-    workload: WorkloadConfig = Field(description="Queries to answer well: section [workload].")
+    workload: WorkloadConfig = Field(
+        default_factory=default_workload,
+        description=(
+            "Queries to answer well: section [workload]; default: all 1-way and all 2-way marginals plus 64 random "
+            "3-way ones (seed 0)."
+        ),
+    )
     mechanism: MechanismSettings = Field(
         default_factory=lambda: MECHANISMS[DEFAULT_MECHANISM].keys(),
         description="Synthesizer and its parameters: section [mechanism] (keys by mechanism below).",

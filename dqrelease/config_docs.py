@@ -20,6 +20,7 @@ from dqrelease.config import (
     RunConfig,
     SourceConfig,
     WorkloadConfig,
+    WorkloadPartConfig,
 )
 from dqrelease.mechanisms import MECHANISMS
 from dqrelease.mechanisms.base import OracleKeys
@@ -85,6 +86,7 @@ def config_reference_markdown() -> str:
         ("[source]", SourceConfig, "source."),
         ("[privacy]", PrivacyConfig, "privacy."),
         ("[workload]", WorkloadConfig, "workload."),
+        ("[[workload.parts]]", WorkloadPartConfig, "workload.parts[]."),
     ):
         lines += ["", f"## {title}", "", *_table(model, prefix)]
     names = ", ".join(f"`{name}`" for name in MECHANISMS)

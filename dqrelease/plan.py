@@ -10,6 +10,7 @@ the mechanism's budget and the noisy count.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING
 
@@ -17,10 +18,12 @@ from dqrelease.errors import ConfigInvalidError
 from dqrelease.mechanisms import PlanInputs, ReleasePlan, plan_mechanism
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from dq_engine.accounting import PureDpEvent
     from dq_engine.domain import Domain
     from dq_engine.workload import Workload
-    from dqrelease.config import ReleaseConfig, WorkloadConfig
+    from dqrelease.config import ReleaseConfig, WorkloadConfig, WorkloadPartConfig
 
 __all__ = [
     "build_workload",
@@ -35,24 +38,61 @@ __all__ = [
 def build_workload(settings: WorkloadConfig, domain: Domain) -> Workload:
     """Build the public workload (a seeded public generator; never the release seed).
 
+    The one-part form draws from ``make_rng(seed)``; with ``[[workload.parts]]`` part ``i`` draws from the
+    ``i``-th child spawned from it, and the parts are merged by
+    :func:`~dq_engine.workload.concatenate_workloads` (each query once; the description lists every part's
+    size, which ``dqrelease plan`` prints).
+
     Raises:
-        ConfigInvalidError: If the workload does not fit the domain.
+        ConfigInvalidError: If a part does not fit the domain.
     """
-    from dq_engine.errors import DQEngineError
-    from dq_engine.rng import make_rng
-    from dq_engine.workload import all_kway_marginals, marginal_queries, random_marginals, random_queries
+    from dq_engine.rng import make_rng, spawn
+    from dq_engine.workload import concatenate_workloads
 
     rng = make_rng(settings.seed)
+    if settings.parts is None:
+        return _build_part(settings, domain, rng, where="workload")
+    children = spawn(rng, len(settings.parts))
+    parts = [
+        _build_part(part, domain, child, where=f"workload.parts[{i}]")
+        for i, (part, child) in enumerate(zip(settings.parts, children, strict=True))
+    ]
+    return concatenate_workloads(parts)
+
+
+def _build_part(settings: WorkloadPartConfig, domain: Domain, rng: np.random.Generator, *, where: str) -> Workload:
+    """One workload part from its config keys (``where`` names it in errors)."""
+    from dq_engine.errors import DQEngineError
+    from dq_engine.workload import (
+        MAX_KWAY_MARGINALS,
+        kway_marginals,
+        marginal_queries,
+        random_marginals,
+        random_queries,
+    )
+
     try:
+        if settings.k > len(domain) and settings.kind != "explicit":
+            raise ConfigInvalidError(
+                f"{where}: k ({settings.k}) exceeds the schema's {len(domain)} columns; lower k or remove the part"
+                + (" (the default workload needs 3 columns: give a [workload] section)" if settings.k == 3 else "")
+            )
         if settings.kind == "random_marginals":
+            available = math.comb(len(domain), settings.k)
+            if settings.count >= available:  # every attribute set: no draw needed, and the description says so
+                workload = kway_marginals(domain, settings.k, rng=rng, max_marginals=available)
+                return dataclasses.replace(
+                    workload, description=f"all {available:,} {settings.k}-way marginals ({settings.count:,} asked for)"
+                )
             return random_marginals(domain, settings.k, settings.count, rng)
         if settings.kind == "random_queries":
             return random_queries(domain, settings.k, settings.count, rng)
         if settings.kind == "all_kway":
-            return all_kway_marginals(domain, settings.k)
+            limit = settings.max_marginals or MAX_KWAY_MARGINALS
+            return kway_marginals(domain, settings.k, rng=rng, max_marginals=limit)
         return marginal_queries(domain, [tuple(m) for m in settings.marginals])
     except DQEngineError as error:
-        raise ConfigInvalidError(f"workload: {error}") from None
+        raise ConfigInvalidError(f"{where}: {error}") from None
 
 
 def noisy_count_lower_bound(noisy_count: float, *, epsilon: float, failure: float) -> int:
