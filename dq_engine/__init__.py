@@ -15,6 +15,7 @@ from dq_engine.accounting import (
 )
 from dq_engine.answers import answer_records, answer_workload, error_summary, per_marginal_max_error
 from dq_engine.calibration import calibrate_rounds, mechanism_cost
+from dq_engine.constraints import Constraints
 from dq_engine.data import Dataset
 from dq_engine.domain import Attribute, Domain
 from dq_engine.dqrs import DQRSConfig, dqrs
@@ -46,6 +47,7 @@ from dq_engine.workload import (
 __all__ = [
     "Attribute",
     "ComposedCost",
+    "Constraints",
     "DQRSConfig",
     "Dataset",
     "Domain",

@@ -31,3 +31,7 @@ class BudgetExceededError(AccountingError):
 
 class UniverseTooLargeError(DQEngineError, ValueError):
     """A mechanism that enumerates the data universe was asked to run on a universe too large to hold."""
+
+
+class InfeasibleConstraintsError(DQEngineError, ValueError):
+    """Declared constraints leave no feasible record, or a record cannot be made feasible as asked."""

@@ -10,6 +10,11 @@ Model sections:
   bits (``bool_and`` enforced by ``c``), a negated conjunction's indicator implies that at least one bit is
   off (``bool_or(¬x…)`` enforced by ``d``). Because the objective rewards indicators with positive weights,
   one direction of the implication suffices; at the optimum ``c`` (``d``) equals the clause's truth value.
+* **constraints: public rules** -- with :class:`~dq_engine.constraints.Constraints`, each forbidden
+  combination of ``k`` literals is the linear row ``Σ (one-hot bits of its literals) <= k - 1``
+  (:func:`add_rule_constraints`); the attributes linked to the touched ones through rules are decision variables
+  too (:attr:`~dq_engine.oracle.problem.BestResponseProblem.variable_attributes`), and every other attribute keeps
+  a feasible record's value (the hint when it is feasible, else the constraints' witness).
 * **objective** -- maximise the weighted number of satisfied clauses (+ the optional linear term, scaled to
   integers). One-literal clauses enter the objective directly as ``w·x`` or ``w·(1-x)``.
 * **solve** -- time limit, workers, presolve iterations and seed from
@@ -30,6 +35,7 @@ from typing import Literal
 
 import numpy as np
 
+from dq_engine.constraints import Constraints
 from dq_engine.oracle.config import OracleConfig
 from dq_engine.oracle.problem import BestResponseProblem
 
@@ -106,7 +112,8 @@ def solve_cpsat(
     Args:
         problem: The weighted MAX-CSP.
         config: Solver settings (time limit, workers, presolve, determinism).
-        hint: Optional start record as value codes ``(m,)``; it also supplies free attributes' values.
+        hint: Optional start record as value codes ``(m,)``; it also supplies free attributes' values (with
+            constraints: only when it is feasible, else the witness supplies them).
         seed: CP-SAT ``random_seed`` (drawn from the run's generator, so seeded runs are reproducible).
         encoding: Clause encoding, one of :data:`ENCODINGS` (all give the same optimum).
         record_progress: Record ``(seconds, objective)`` of each improving solution (bench use).
@@ -120,8 +127,9 @@ def solve_cpsat(
     model = cp_model.CpModel()
     proto = model.proto
 
-    # --- variables: one Boolean per bit of each touched attribute, then one indicator per long clause
-    touched = problem.touched_attributes
+    # --- variables: one Boolean per bit of each variable attribute (the touched ones, plus those linked to them
+    # through public rules), then one indicator per long clause
+    touched = problem.variable_attributes
     touched_bit = np.zeros(domain.n_bits, dtype=bool)
     touched_bit[np.isin(domain.bit_attribute, touched)] = True
     var_of_bit = np.full(domain.n_bits, -1, dtype=np.int64)
@@ -136,11 +144,18 @@ def solve_cpsat(
         proto.variables.add().domain.extend((0, 1))
 
     # --- constraints: a valid record has exactly one value per one-hot block
-    for attribute in touched:
-        if not domain.is_binary[attribute]:
-            start = int(domain.offsets[attribute])
-            block = var_of_bit[start : start + domain.attributes[attribute].size]
-            proto.constraints.add().exactly_one.literals.extend(block.tolist())
+    add_block_constraints(proto, domain, touched, var_of_bit)
+
+    # --- constraints: public rules (edit rules, structural zeros). A forbidden combination of k literals may
+    # not hold in full: the sum of its literals' one-hot bits is at most k - 1. Only the rules inside the
+    # variable attributes are rows; every other rule involves only attributes held at the base record's values
+    # (a feasible record), so it holds already.
+    constraints = problem.constraints
+    base = hint
+    if constraints is not None and len(constraints):
+        if base is None or not constraints.feasible(np.asarray(base)):
+            base = constraints.witness_codes if hint is None else _with_free_from(hint, constraints, touched)
+        add_rule_constraints(proto, constraints, constraints.involving(touched), var_of_bit)
 
     # --- constraints: clause indicators
     indicator_of_clause = np.arange(n_bit_vars, n_vars)
@@ -177,7 +192,7 @@ def solve_cpsat(
     proto.objective.scaling_factor = -1.0
 
     # --- hint: complete (every bit and every indicator), or nothing
-    if hint is not None:
+    if hint is not None and (constraints is None or constraints.feasible(np.asarray(hint))):
         on = hint[domain.bit_attribute] == domain.bit_value
         padded = np.where(problem.clause_bits[long] >= 0, on[np.maximum(problem.clause_bits[long], 0)], True)
         full = padded.all(axis=1)
@@ -209,11 +224,11 @@ def solve_cpsat(
             codes=None, status=status_name, objective=None, bound=None, seconds=solver.wall_time,
             build_seconds=build_seconds, deterministic_time=response.deterministic_time,
         )
-    # --- decode: touched attributes from the solution, free ones from the hint (or 0)
+    # --- decode: variable attributes from the solution, the others from the base record (hint, witness or 0)
     solution = np.asarray(response.solution, dtype=np.int64)[:n_bit_vars].astype(bool)
     on_bits = np.zeros(domain.n_bits, dtype=bool)
     on_bits[touched_bit] = solution
-    codes = np.zeros(len(domain), dtype=np.int64) if hint is None else np.asarray(hint, dtype=np.int64).copy()
+    codes = np.zeros(len(domain), dtype=np.int64) if base is None else np.asarray(base, dtype=np.int64).copy()
     for attribute in touched:
         start = int(domain.offsets[attribute])
         if domain.is_binary[attribute]:
@@ -232,6 +247,76 @@ def solve_cpsat(
         deterministic_time=response.deterministic_time,
         progress=tuple(callback.points) if callback is not None else (),
     )
+
+
+def add_block_constraints(proto: object, domain: object, attributes: np.ndarray, var_of_bit: np.ndarray) -> None:
+    """Exactly one bit per one-hot block of each listed attribute (binary attributes are one free bit)."""
+    for attribute in attributes:
+        if not domain.is_binary[attribute]:
+            start = int(domain.offsets[attribute])
+            block = var_of_bit[start : start + domain.attributes[attribute].size]
+            proto.constraints.add().exactly_one.literals.extend(block.tolist())
+
+
+def add_rule_constraints(
+    proto: object,
+    constraints: Constraints,
+    combinations: np.ndarray,
+    var_of_bit: np.ndarray,
+    *,
+    enforcement: list[int] | None = None,
+) -> None:
+    """Forbid each listed combination: ``Σ literal indicators <= k - 1`` for a combination of ``k`` literals.
+
+    A one-hot literal's indicator is the sum of the bits of its codes (exactly one bit of the block is on); a
+    binary attribute's literal is ``x`` (code 1), ``1 - x`` (code 0) or ``1`` (both), the constants written on a
+    variable fixed to 1 so that every row has a variable. Every attribute of a listed combination must have
+    variables (``var_of_bit >= 0``).
+
+    Args:
+        proto: The ``CpModelProto`` being written.
+        constraints: The rules.
+        combinations: Indices of the combinations to forbid.
+        var_of_bit: Model variable of each bit (-1 for bits without one).
+        enforcement: Optional enforcement literal per combination of ``constraints`` (indexed by combination),
+            e.g. one assumption per rule for an infeasibility core.
+    """
+    domain = constraints.domain
+    one = None
+    for k in combinations:
+        _, literals = constraints.combinations[int(k)]
+        coefficient: dict[int, int] = {}
+        for attribute, codes in literals:
+            offset = int(domain.offsets[attribute])
+            if domain.is_binary[attribute]:
+                bit = int(var_of_bit[offset])
+                if 0 in codes:  # 1 - x (or 1 when both codes are listed)
+                    if one is None:
+                        one = len(proto.variables)
+                        proto.variables.add().domain.extend((1, 1))
+                    coefficient[one] = coefficient.get(one, 0) + 1
+                    if 1 not in codes:
+                        coefficient[bit] = coefficient.get(bit, 0) - 1
+                else:
+                    coefficient[bit] = coefficient.get(bit, 0) + 1
+            else:
+                for variable in var_of_bit[offset + np.asarray(codes)].tolist():
+                    coefficient[variable] = coefficient.get(variable, 0) + 1
+        if min(coefficient, default=0) < 0:
+            raise ValueError("a rule attribute has no model variable; make it a variable attribute")
+        row = proto.constraints.add()
+        if enforcement is not None:
+            row.enforcement_literal.append(int(enforcement[int(k)]))
+        row.linear.vars.extend(list(coefficient))
+        row.linear.coeffs.extend(list(coefficient.values()))
+        row.linear.domain.extend((-_INT_BOUND, len(literals) - 1))
+
+
+def _with_free_from(hint: np.ndarray, constraints: Constraints, variables: np.ndarray) -> np.ndarray:
+    """The hint's values on the variable attributes, the witness's elsewhere (a base whose fixed part is feasible)."""
+    base = constraints.witness_codes.copy()
+    base[variables] = np.asarray(hint, dtype=np.int64)[variables]
+    return base
 
 
 def _add_clause_constraints(

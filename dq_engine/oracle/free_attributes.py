@@ -10,6 +10,12 @@
   cost is a privacy event charged like any other.
 
 The policy only fills attributes the oracle leaves unconstrained, so it never changes the objective.
+
+With public constraints (:class:`~dq_engine.constraints.Constraints`) the filled record stays feasible: the free
+attributes that some rule names are drawn again while the record breaks a rule (rejection, at most
+:data:`REJECTION_TRIES` draws: accepted draws follow the policy's distribution conditioned on feasibility), and a
+record still infeasible after that is repaired towards the oracle's record, which is feasible
+(:meth:`~dq_engine.constraints.Constraints.repair`).
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ from typing import Literal
 import numpy as np
 
 from dq_engine.accounting import PureDpEvent, ZCDPEvent
+from dq_engine.constraints import Constraints
 from dq_engine.data import Dataset
 from dq_engine.domain import Domain
 from dq_engine.errors import ConfigError
 
 __all__ = [
+    "REJECTION_TRIES",
     "FreeAttributeFiller",
     "FreeNoise",
     "FreePolicy",
@@ -39,6 +47,9 @@ __all__ = [
 FreePolicy = Literal["zero", "random", "dp-marginal"]
 FreeNoise = Literal["laplace", "gaussian"]
 FreeScope = Literal["untouched", "slack"]
+
+REJECTION_TRIES = 20
+"""Draws of the free rule attributes before an infeasible filled record is repaired instead."""
 
 
 def check_free_settings(
@@ -182,15 +193,24 @@ class FreeAttributeFiller:
         domain: Public domain.
         policy: ``"zero"``, ``"random"`` or ``"dp-marginal"``.
         marginals: Noisy one-way marginals (required for ``"dp-marginal"``).
+        constraints: Public rules the filled records must keep (see the module docstring), or None.
     """
 
-    def __init__(self, domain: Domain, policy: FreePolicy, marginals: list[np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        domain: Domain,
+        policy: FreePolicy,
+        marginals: list[np.ndarray] | None = None,
+        *,
+        constraints: Constraints | None = None,
+    ) -> None:
         if policy not in ("zero", "random", "dp-marginal"):
             raise ConfigError(f"free-attribute policy ({policy!r}) must be 'zero', 'random' or 'dp-marginal'")
         if policy == "dp-marginal" and marginals is None:
             raise ConfigError("the dp-marginal policy needs noisy one-way marginals")
         self.domain = domain
         self.policy = policy
+        self.constraints = constraints if constraints is not None and len(constraints) else None
         if marginals is not None:
             # cumulative sums padded with +inf to one table, so that a whole set of free attributes is drawn
             # in one vectorised searchsorted (a Python loop costs ~0.3 s per round at 100,000 attributes)
@@ -203,17 +223,31 @@ class FreeAttributeFiller:
                 self._last[j] = cumulative[-1]
 
     def fill(self, codes: np.ndarray, free: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Return ``codes`` with the attributes listed in ``free`` set by the policy."""
+        """Return ``codes`` with the attributes listed in ``free`` set by the policy.
+
+        With constraints, ``codes`` must be feasible and so is the result (see the module docstring).
+        """
+        reference = codes
         codes = codes.copy()
         if len(free) == 0:
             return codes
+        codes[free] = self._draw(free, rng)
+        if self.constraints is None or self.constraints.feasible(codes):
+            return codes
+        on_rule = free[np.isin(free, self.constraints.attributes)]  # the other free attributes cannot break a rule
+        for _ in range(REJECTION_TRIES - 1):
+            codes[on_rule] = self._draw(on_rule, rng)
+            if self.constraints.feasible(codes):
+                return codes
+        return self.constraints.repair(codes, reference, on_rule)
+
+    def _draw(self, free: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One value per listed attribute, from the policy."""
         if self.policy == "zero":
-            codes[free] = 0
-        elif self.policy == "random":
-            codes[free] = (rng.random(len(free)) * self.domain.sizes[free]).astype(np.int64)
-        else:
-            draws = rng.random(len(free)) * self._last[free]
-            # searchsorted(cumulative, u · total, side="right") = number of cumulative sums <= u · total
-            index = (self._cumulative[free] <= draws[:, None]).sum(axis=1)
-            codes[free] = np.minimum(index, self.domain.sizes[free] - 1)
-        return codes
+            return np.zeros(len(free), dtype=np.int64)
+        if self.policy == "random":
+            return (rng.random(len(free)) * self.domain.sizes[free]).astype(np.int64)
+        draws = rng.random(len(free)) * self._last[free]
+        # searchsorted(cumulative, u · total, side="right") = number of cumulative sums <= u · total
+        index = (self._cumulative[free] <= draws[:, None]).sum(axis=1)
+        return np.minimum(index, self.domain.sizes[free] - 1)

@@ -17,6 +17,12 @@ ascent restarts from there (iterated local search); the fraction cycles through
 record. The objective returned is recomputed exactly from the problem, never taken from the incremental
 bookkeeping.
 
+With public constraints on the problem (:class:`~dq_engine.constraints.Constraints`) the search only visits
+feasible records: an infeasible start is repaired towards the constraints' witness, a move that would complete a
+forbidden combination gets gain ``-inf`` (:meth:`~dq_engine.constraints.Constraints.blocked_bits`), a batch step
+applies at most one move on an attribute some rule names (moves on other attributes cannot break a rule, and one
+rule move was checked alone), and a perturbed restart is repaired towards the best record so far.
+
 Budget: at most ``max_restarts`` restarts and at most ``time_limit`` seconds, whichever comes first; the
 first start is always completed. With ``time_limit=None`` the search is deterministic given its generator.
 """
@@ -238,6 +244,15 @@ def local_search(
     touched = problem.touched_attributes
     state = _State(problem)
     use_batch = len(touched) >= BATCH_ATTRIBUTES if batch is None else batch
+    constraints = problem.constraints if problem.constraints is not None and len(problem.constraints) else None
+    if constraints is not None:
+        rule_attribute = np.zeros(len(domain), dtype=bool)
+        rule_attribute[constraints.attributes] = True
+        everything = np.arange(len(domain))
+        starts = [
+            s if constraints.feasible(np.asarray(s)) else constraints.repair(s, constraints.witness_codes, everything)
+            for s in starts
+        ]
     best_codes, best_value, best_seconds = np.asarray(starts[0], dtype=np.int64).copy(), -np.inf, 0.0
     steps = restarts = 0
     hit_limit = False
@@ -246,10 +261,17 @@ def local_search(
         nonlocal steps
         while True:
             gain = state.gains()
+            if constraints is not None:  # moves that would complete a forbidden combination are not moves
+                gain[constraints.blocked_bits(state.codes)] = -np.inf
             if use_batch:
                 moves = state.batch(gain)
                 if not gain[moves[0]] > _EPSILON:
                     return
+                if constraints is not None:  # at most one move on a rule attribute per batch
+                    on_rule = rule_attribute[domain.bit_attribute[moves]]
+                    if on_rule.sum() > 1:
+                        best_rule = moves[on_rule][np.argmax(gain[moves[on_rule]])]
+                        moves = np.sort(np.append(moves[~on_rule], best_rule))
             else:
                 bit = int(np.argmax(gain))
                 if not gain[bit] > _EPSILON:
@@ -280,6 +302,8 @@ def local_search(
             chosen = rng.choice(touched, size=n_perturb, replace=False)
             codes = best_codes.copy()
             codes[chosen] = (rng.random(len(chosen)) * domain.sizes[chosen]).astype(np.int64)
+            if constraints is not None:
+                codes = constraints.repair(codes, best_codes, chosen)
             restarts += 1
         else:
             codes = start

@@ -9,7 +9,10 @@ CP-SAT is what finds and proves the optimum (the local search misses it by ~0.4 
 
 Whatever the solvers do, the returned record is a valid record (one value per
 one-hot block), and if CP-SAT finds nothing and there is no local-search record, a documented fallback
-(previous round's record, or a random record) is used and counted. Privacy never depends on the oracle:
+(previous round's record, or a random record) is used and counted. With public constraints on the problem
+every record here is feasible: the random record is repaired towards the constraints' witness
+(:meth:`~dq_engine.constraints.Constraints.repair`), the local search only visits feasible records and CP-SAT
+models the rules. Privacy never depends on the oracle:
 it only sees sampled queries, which are already private.
 """
 
@@ -97,10 +100,18 @@ def best_response(
         problem: The weighted MAX-CSP built from the sampled queries.
         config: Oracle settings.
         rng: Generator (local-search perturbations, CP-SAT seed, random fallback).
-        previous: Previous round's record (value codes), used as a start, hint and fallback.
+        previous: Previous round's record (value codes), used as a start, hint and fallback (repaired towards
+            the witness if it breaks a rule of ``problem.constraints``).
     """
     domain = problem.domain
     random_record = (rng.random(len(domain)) * domain.sizes).astype(np.int64)
+    constraints = problem.constraints
+    if constraints is not None and len(constraints):  # starts and fallbacks are feasible records
+        witness = constraints.witness_codes
+        everything = np.arange(len(domain))
+        random_record = constraints.repair(random_record, witness, everything)
+        if previous is not None and not constraints.feasible(np.asarray(previous)):
+            previous = constraints.repair(previous, witness, everything)
     start = previous if previous is not None else random_record
     cpsat_seed = int(rng.integers(0, 2**31 - 1))
 

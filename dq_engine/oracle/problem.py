@@ -8,6 +8,11 @@ perturbation ``-<x, σ>`` (seed 004, Algorithm 2) or sepFEM's separator weights.
 Only the *touched* attributes (those with a bit in some clause or a non-zero linear coefficient) are
 decision variables; the others are *free* (paper §6.4) and are set by a :mod:`free-attribute policy
 <dq_engine.oracle.free_attributes>`.
+
+With public :class:`~dq_engine.constraints.Constraints` the maximum is taken over the *feasible* records only:
+the attributes linked to the touched ones through rules (:attr:`BestResponseProblem.variable_attributes`)
+become decision variables too, and every record the oracles return breaks no rule. The constraints must carry a
+witness (a feasible record, :func:`dq_engine.oracle.feasible.with_witness`): it is the start and fallback.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from functools import cached_property
 
 import numpy as np
 
+from dq_engine.constraints import Constraints
 from dq_engine.domain import Domain
+from dq_engine.errors import ConfigError
 from dq_engine.mw import SampledQueries
 from dq_engine.workload import Workload
 
@@ -34,6 +41,7 @@ class BestResponseProblem:
         clause_negated: True for a negated conjunction (satisfied unless all its bits are 1).
         clause_weight: Non-negative weight of each clause (integer counts for DualQuery).
         linear: Optional coefficient per bit, shape ``(n_bits,)``; adds ``Σ_j linear_j x_j``.
+        constraints: Optional public rules (with a witness); the best response is taken over feasible records.
     """
 
     domain: Domain
@@ -41,6 +49,16 @@ class BestResponseProblem:
     clause_negated: np.ndarray
     clause_weight: np.ndarray
     linear: np.ndarray | None = None
+    constraints: Constraints | None = None
+
+    def __post_init__(self) -> None:
+        if self.constraints is not None:
+            if self.constraints.domain != self.domain:
+                raise ConfigError("the constraints and the best-response problem are over different domains")
+            if self.constraints.witness is None:
+                raise ConfigError(
+                    "constraints passed to the oracle need a witness: call dq_engine.oracle.feasible.with_witness"
+                )
 
     @property
     def n_clauses(self) -> int:
@@ -67,6 +85,17 @@ class BestResponseProblem:
         if self.linear is not None:
             touched[self.domain.bit_attribute[np.nonzero(self.linear)[0]]] = True
         return np.nonzero(touched)[0]
+
+    @cached_property
+    def variable_attributes(self) -> np.ndarray:
+        """The touched attributes plus those linked to them through rules (:meth:`Constraints.closure`).
+
+        These are CP-SAT's decision variables: every rule either lies inside them (a model constraint) or
+        involves only attributes held at a feasible record's values.
+        """
+        if self.constraints is None or len(self.constraints) == 0:
+            return self.touched_attributes
+        return self.constraints.closure(self.touched_attributes)
 
     @property
     def clauses_per_touched_bit(self) -> float:
@@ -128,9 +157,16 @@ class BestResponseProblem:
 
 
 def problem_from_samples(
-    workload: Workload, samples: SampledQueries, *, linear: np.ndarray | None = None
+    workload: Workload,
+    samples: SampledQueries,
+    *,
+    linear: np.ndarray | None = None,
+    constraints: Constraints | None = None,
 ) -> BestResponseProblem:
-    """Merge sampled queries into a weighted clause set (duplicates become integer weights)."""
+    """Merge sampled queries into a weighted clause set (duplicates become integer weights).
+
+    ``constraints`` (with a witness) restricts the best response to feasible records.
+    """
     index, negated, count = samples.distinct()
     columns = workload.query_bits
     sentinel = workload.domain.n_bits
@@ -142,4 +178,5 @@ def problem_from_samples(
         clause_negated=negated,
         clause_weight=count,
         linear=linear,
+        constraints=constraints,
     )
