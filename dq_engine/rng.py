@@ -1,8 +1,20 @@
 """The single place where random generators are made.
 
-Real releases draw from operating-system entropy (``secrets``-grade, via :class:`numpy.random.SeedSequence`
-with no seed); a seed is accepted only for tests and audited re-runs. Every function in the engine that
-draws randomness takes a :class:`numpy.random.Generator` argument and never touches global state.
+Every generator is a :class:`numpy.random.Generator` over the **ChaCha20** stream cipher (``randomgen.ChaCha``,
+20 rounds, the cipher of RFC 8439 and of the Linux kernel's random-number generator), keyed from a
+:class:`numpy.random.SeedSequence`:
+
+* real releases (no seed): the key comes from 128 bits of operating-system entropy (:func:`fresh_seed`), so
+  the stream is a cryptographically secure pseudo-random stream that nobody can predict or reproduce;
+* tests and audited replays (a seed): the key comes from the seed, so the run reproduces exactly. A seeded
+  run is exactly as secret as its seed.
+
+Seeded and unseeded runs use the same bit generator, so the tests exercise the generator real releases use.
+Children made by :func:`spawn` are ChaCha20 streams keyed by the parent's spawned seed sequences.
+
+Every function in the engine that draws randomness takes a :class:`numpy.random.Generator` argument and never
+touches global state. Privacy-relevant draws use only ``Generator.integers`` (exact uniform integers: numpy
+rejects out-of-range words, it never reduces modulo the bound), see :mod:`dq_engine.noise`.
 """
 
 from __future__ import annotations
@@ -10,8 +22,12 @@ from __future__ import annotations
 import secrets
 
 import numpy as np
+from randomgen import ChaCha
 
-__all__ = ["fresh_seed", "make_rng", "spawn"]
+__all__ = ["CHACHA_ROUNDS", "fresh_seed", "make_rng", "spawn"]
+
+CHACHA_ROUNDS = 20
+"""ChaCha rounds of every generator (20: the standard, full-strength cipher)."""
 
 
 def fresh_seed() -> int:
@@ -20,14 +36,14 @@ def fresh_seed() -> int:
 
 
 def make_rng(seed: int | None = None) -> np.random.Generator:
-    """Make a generator: seeded for tests and audits, OS entropy otherwise.
+    """Make a ChaCha20 generator: seeded for tests and audits, keyed from OS entropy otherwise.
 
     Args:
         seed: A non-negative integer for a reproducible stream, or ``None`` (the default for real
-            releases) to draw the seed from the operating system's secure entropy source.
+            releases) to draw the key from the operating system's secure entropy source.
 
     Returns:
-        A PCG64DXSM-backed generator.
+        A generator over a ChaCha20 bit generator.
 
     Raises:
         ValueError: If ``seed`` is negative.
@@ -35,13 +51,14 @@ def make_rng(seed: int | None = None) -> np.random.Generator:
     if seed is not None and seed < 0:
         raise ValueError(f"seed ({seed}) must be a non-negative integer or None")
     entropy = fresh_seed() if seed is None else seed
-    return np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(entropy)))
+    return np.random.Generator(ChaCha(np.random.SeedSequence(entropy), rounds=CHACHA_ROUNDS))
 
 
 def spawn(rng: np.random.Generator, count: int) -> list[np.random.Generator]:
     """Derive ``count`` independent child generators from ``rng`` (reproducible when ``rng`` is seeded).
 
     Children are independent of how many workers later consume them, so results do not depend on the
-    degree of parallelism.
+    degree of parallelism. Each child has the parent's bit-generator type (ChaCha20 for generators made
+    by :func:`make_rng`).
     """
     return list(rng.spawn(count))
