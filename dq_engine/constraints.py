@@ -33,6 +33,9 @@ from dq_engine.errors import ConfigError, InfeasibleConstraintsError
 
 __all__ = ["Combination", "Constraints", "Literal"]
 
+_MAX_GROUP_CELLS = 1 << 20
+"""Largest joint table (cells) :meth:`Constraints.feasible` builds for one attribute set."""
+
 Literal = tuple[int, tuple[int, ...]]
 """``(attribute index, codes that make the literal true)``."""
 
@@ -116,6 +119,30 @@ class Constraints:
             tables.append(tuple(row))
         return tuple(tables)
 
+    @cached_property
+    def _groups(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """Combinations merged by attribute set: ``(attributes, forbidden table over their joint codes)``.
+
+        A recode's many two-literal combinations over the same two attributes become one table lookup, so
+        :meth:`feasible` costs one gather per distinct attribute set instead of one per combination. Attribute
+        sets whose joint table would exceed :data:`_MAX_GROUP_CELLS` cells stay per combination.
+        """
+        tables: dict[tuple[int, ...], np.ndarray] = {}
+        for literals in self._tables:
+            attributes = tuple(a for a, _ in literals)
+            shape = tuple(len(table) for _, table in literals)
+            cells = np.prod(shape, dtype=np.float64)
+            forbidden = np.ones((), dtype=bool)
+            if cells > _MAX_GROUP_CELLS:
+                continue  # checked literal by literal (see _large)
+            for _, table in literals:
+                forbidden = np.logical_and.outer(forbidden, table)
+            if attributes in tables:
+                tables[attributes] |= forbidden
+            else:
+                tables[attributes] = forbidden
+        return tuple((np.array(a, dtype=np.int64), t) for a, t in tables.items())
+
     def combination_attributes(self, k: int) -> np.ndarray:
         """Attributes of combination ``k``."""
         return np.array([a for a, _ in self.combinations[k][1]], dtype=np.int64)
@@ -189,11 +216,54 @@ class Constraints:
                 out[:, k] &= table[codes[:, a]]
         return out
 
-    def feasible(self, codes: np.ndarray) -> np.ndarray:
-        """``(r,)`` bool: the record breaks no combination (a bool for a single record ``(m,)``)."""
+    def feasible(self, codes: np.ndarray, *, attributes: np.ndarray | None = None) -> np.ndarray:
+        """``(r,)`` bool: the record breaks no combination (a bool for a single record ``(m,)``).
+
+        Args:
+            codes: Records ``(r, m)`` or one record ``(m,)``.
+            attributes: Check only the combinations involving these attributes (for records known to keep the
+                others, e.g. after changing only these attributes of feasible records).
+        """
         single = np.ndim(codes) == 1
-        result = ~self.violated(codes).any(axis=1)
+        records = self._records(codes)
+        result = np.ones(records.shape[0], dtype=bool)
+        chosen = None
+        if attributes is not None:
+            chosen = np.zeros(len(self.domain), dtype=bool)
+            chosen[np.asarray(attributes, dtype=np.int64)] = True
+        for group_attributes, table in self._groups:
+            if chosen is not None and not chosen[group_attributes].any():
+                continue
+            result &= ~table[tuple(records[:, a] for a in group_attributes)]
+        for k in self._large:
+            if chosen is not None and not chosen[self.combination_attributes(k)].any():
+                continue
+            hit = np.ones(records.shape[0], dtype=bool)
+            for a, table in self._tables[k]:
+                hit &= table[records[:, a]]
+            result &= ~hit
         return bool(result[0]) if single else result
+
+    @cached_property
+    def _large(self) -> tuple[int, ...]:
+        """Combinations too large for a joint table (checked literal by literal)."""
+        return tuple(
+            k for k, literals in enumerate(self._tables)
+            if np.prod([len(t) for _, t in literals], dtype=np.float64) > _MAX_GROUP_CELLS
+        )
+
+    def forbidden_mask(self) -> np.ndarray:
+        """Bool tensor of shape ``domain.sizes``: True on every infeasible record of the universe (small domains)."""
+        shape = tuple(int(s) for s in self.domain.sizes)
+        mask = np.zeros(shape, dtype=bool)
+        for literals in self._tables:
+            hit = np.ones((1,) * len(shape), dtype=bool)
+            for a, table in literals:
+                view = [1] * len(shape)
+                view[a] = len(table)
+                hit = hit & table.reshape(view)
+            mask |= hit
+        return mask
 
     def violations_by_rule(self, codes: np.ndarray) -> dict[str, int]:
         """Number of records breaking each rule (at least one of its combinations); every rule listed."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dq_engine.accounting import compose
+from dq_engine.constraints import Constraints
 from dq_engine.data import Dataset
 from dq_engine.dualquery import DualQueryConfig, ProgressCallback, RoundLoop, free_attribute_events
 from dq_engine.errors import ConfigError
@@ -140,6 +141,7 @@ def dqrs(
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
     true_answers: np.ndarray | None = None,
+    constraints: Constraints | None = None,
 ) -> SynthesisResult:
     """Run DQRS (seed 004, Algorithm 4) and return the ``T`` best responses.
 
@@ -150,9 +152,10 @@ def dqrs(
         rng: Generator.
         progress: Called after every round with its diagnostics.
         true_answers: Precomputed exact answers of the workload (optional).
+        constraints: Public rules; every published row keeps them (None: no rules).
     """
     shared = config.as_dualquery()
-    loop = RoundLoop(data, workload, shared, rng, true_answers)
+    loop = RoundLoop(data, workload, shared, rng, true_answers, constraints=constraints)
     samples = loop.distribution.sample(config.samples, rng)  # S_1 from the uniform Q^1: free
     extra: dict[str, float] = {}
     for t in range(1, config.rounds + 1):

@@ -6,6 +6,10 @@ best-responds to the sampled queries with the CP-SAT/local-search oracle, and ``
 payoff ``A(x^t, q) = q(D) - q(x^t)`` (sign convention: see :mod:`dq_engine.mw`). The output is the
 multiset of the ``T`` best responses.
 
+Public constraints (:class:`~dq_engine.constraints.Constraints`, optional): the best response is taken over the
+feasible records and the free attributes are filled without breaking a rule, so every published row is feasible;
+the rules are public, so the privacy argument is unchanged (``docs/engine.md``, "Public constraints").
+
 Privacy (replace-one, ``n`` public): Theorem 4.2 (pure ε = ηT(T-1)s/n), Theorem 4.3 (advanced
 composition), and the tight zCDP analysis; all are reported (:mod:`dq_engine.theorems`).
 """
@@ -20,6 +24,7 @@ import numpy as np
 
 from dq_engine.accounting import PrivacyEvent, PureDpEvent, ZCDPEvent, compose
 from dq_engine.answers import answer_records, answer_workload
+from dq_engine.constraints import Constraints
 from dq_engine.data import Dataset
 from dq_engine.errors import ConfigError
 from dq_engine.mw import QueryDistribution, SampledQueries
@@ -34,6 +39,7 @@ from dq_engine.oracle import (
     gaussian_one_way_marginals,
     noisy_one_way_marginals,
     problem_from_samples,
+    with_witness,
 )
 from dq_engine.results import RoundDiagnostics, SynthesisResult
 from dq_engine.theorems import dualquery_events
@@ -125,6 +131,7 @@ class RoundLoop:
         rng: Generator for everything random in the run.
         true_answers: Exact answers of the workload on ``data`` when already computed (e.g. partitioned
             by marginal on a Dask cluster); computed here otherwise.
+        constraints: Public rules every row must keep (a witness is found once here when missing), or None.
     """
 
     def __init__(
@@ -134,6 +141,8 @@ class RoundLoop:
         config: DualQueryConfig,
         rng: np.random.Generator,
         true_answers: np.ndarray | None = None,
+        *,
+        constraints: Constraints | None = None,
     ):
         if data.domain != workload.domain:
             raise ConfigError("the dataset and the workload are over different domains")
@@ -150,7 +159,8 @@ class RoundLoop:
             marginals, _ = gaussian_one_way_marginals(data, rho=config.free_rho, rng=rng)
         elif config.free_policy == "dp-marginal":
             marginals, _ = noisy_one_way_marginals(data, epsilon=config.free_epsilon, rng=rng)
-        self.filler = FreeAttributeFiller(data.domain, config.free_policy, marginals)
+        self.constraints = with_witness(constraints) if constraints is not None and len(constraints) else None
+        self.filler = FreeAttributeFiller(data.domain, config.free_policy, marginals, constraints=self.constraints)
         self.records: list[np.ndarray] = []  # one best response per round (its first published row)
         self.blocks: list[np.ndarray] = []  # the rows published per round, shape (rows_per_round, m) each
         self.synthetic_sum = np.zeros(len(workload), dtype=np.float64)
@@ -168,7 +178,7 @@ class RoundLoop:
         ``sample_seconds`` (how long the caller took to draw ``samples``) is only recorded in the diagnostics.
         """
         began = time.perf_counter()
-        problem = problem_from_samples(self.workload, samples)
+        problem = problem_from_samples(self.workload, samples, constraints=self.constraints)
         previous = self.records[-1] if self.records else None
         oracle_began = time.perf_counter()
         response = best_response(problem, self.config.oracle, self.rng, previous=previous)
@@ -241,6 +251,7 @@ def dualquery(
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
     true_answers: np.ndarray | None = None,
+    constraints: Constraints | None = None,
 ) -> SynthesisResult:
     """Run DualQuery (Algorithm 2) and return the ``T`` best responses.
 
@@ -251,12 +262,13 @@ def dualquery(
         rng: Generator for sampling, oracle randomness and free attributes.
         progress: Called after every round with its diagnostics.
         true_answers: Precomputed exact answers of the workload (optional; see :class:`RoundLoop`).
+        constraints: Public rules; every published row keeps them (None: no rules).
 
     Returns:
         The synthetic records, the privacy events and their costs in paper and tight modes, and the
         per-round diagnostics.
     """
-    loop = RoundLoop(data, workload, config, rng, true_answers)
+    loop = RoundLoop(data, workload, config, rng, true_answers, constraints=constraints)
     for t in range(1, config.rounds + 1):
         began = time.perf_counter()
         samples = loop.distribution.sample(config.samples, rng)

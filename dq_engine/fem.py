@@ -40,6 +40,11 @@ counted in the diagnostics (``extra["not_optimal"]``), so a reader can see when 
 premise failed. CP-SAT rounds the float perturbation to multiples of 1e-4 (``cpsat.LINEAR_SCALE``), so
 "exact" means exact up to that rounding.
 
+**Public constraints** (:class:`~dq_engine.constraints.Constraints`, optional): every oracle call takes its
+perturbed best response over the feasible records only (CP-SAT models the rules; starts and fallbacks are
+feasible), so every published sample keeps the rules. FTPL's regret bound then holds against the best feasible
+record; privacy is unchanged (the rules are public and the data player never reads the data).
+
 **Parallelism.** The ``s`` oracle calls of a round are independent. Each gets its own child generator
 (:func:`dq_engine.rng.spawn`, drawn in call order before any call runs) that draws its perturbation and
 seeds its oracle, and call ``j`` is warm-started from the previous round's ``j``-th sample; with a
@@ -65,13 +70,14 @@ import numpy as np
 from dq_engine.accounting import AccountingMode, ComposedCost, ExponentialMechanismEvent, PrivacyEvent, compose
 from dq_engine.answers import answer_workload
 from dq_engine.calibration import largest_admissible
+from dq_engine.constraints import Constraints
 from dq_engine.data import Dataset
 from dq_engine.domain import Domain
 from dq_engine.errors import AccountingError, ConfigError
 from dq_engine.exponential_mechanism import SparseSignedSelector
 from dq_engine.marginal_tables import MarginalIndex
 from dq_engine.mw import SampledQueries
-from dq_engine.oracle import BestResponseProblem, OracleConfig, best_response, problem_from_samples
+from dq_engine.oracle import BestResponseProblem, OracleConfig, best_response, problem_from_samples, with_witness
 from dq_engine.results import RoundDiagnostics, SynthesisResult
 from dq_engine.rng import spawn
 from dq_engine.workload import Workload
@@ -221,6 +227,7 @@ class _FTPLTask:
     oracle: OracleConfig
     previous: np.ndarray | None
     rng: np.random.Generator
+    constraints: Constraints | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -262,6 +269,7 @@ def _ftpl_sample(task: _FTPLTask) -> _FTPLSample:
         clause_negated=task.clause_negated,
         clause_weight=task.clause_weight,
         linear=linear,
+        constraints=task.constraints,
     )
     response = best_response(problem, task.oracle, rng, previous=task.previous)
     return _FTPLSample(
@@ -337,14 +345,17 @@ def run_primal_game(
     rng: np.random.Generator,
     progress: ProgressCallback | None,
     executor: Executor | None = None,
+    constraints: Constraints | None = None,
 ) -> SynthesisResult:
     """Algorithm 1 with an FTPL data player (Algorithm 2 or 3, chosen by ``settings.perturbation``).
 
-    ``executor`` (optional) runs a round's oracle calls instead of ``settings.workers`` processes.
+    ``executor`` (optional) runs a round's oracle calls instead of ``settings.workers`` processes; ``constraints``
+    (optional public rules) restricts every oracle call to feasible records.
     """
     if data.domain != workload.domain:
         raise ConfigError("the dataset and the workload are over different domains")
     domain = data.domain
+    constraints = with_witness(constraints) if constraints is not None and len(constraints) else None
     true_answers = answer_workload(data, workload)
     selector = SparseSignedSelector(true_answers)
     index = MarginalIndex(workload)
@@ -373,6 +384,7 @@ def run_primal_game(
                     oracle=settings.oracle,
                     previous=None if previous is None else previous[j],
                     rng=child,
+                    constraints=constraints,
                 )
                 for j, child in enumerate(children)
             ]
@@ -447,6 +459,7 @@ def play_primal_game(
     rng: np.random.Generator,
     progress: ProgressCallback | None,
     executor: Executor | None = None,
+    constraints: Constraints | None = None,
 ) -> SynthesisResult:
     """Run :func:`run_primal_game` with the shared fields of a FEM or sepFEM configuration.
 
@@ -460,6 +473,7 @@ def play_primal_game(
         rng: Generator.
         progress: Called after every data-player round with its diagnostics.
         executor: Runs each round's oracle calls instead of ``config.workers`` processes.
+        constraints: Public rules every sample keeps, or None.
     """
     settings = PrimalGameSettings(
         mechanism=mechanism,
@@ -474,7 +488,9 @@ def play_primal_game(
         workers=config.workers,
         track_error=config.track_error,
     )
-    return run_primal_game(data, workload, settings, rng=rng, progress=progress, executor=executor)
+    return run_primal_game(
+        data, workload, settings, rng=rng, progress=progress, executor=executor, constraints=constraints
+    )
 
 
 def fem(
@@ -485,6 +501,7 @@ def fem(
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
     executor: Executor | None = None,
+    constraints: Constraints | None = None,
 ) -> SynthesisResult:
     """Run FEM (seed 004, Algorithms 1-2) and return the union of the per-round FTPL samples.
 
@@ -496,6 +513,7 @@ def fem(
         progress: Called after every data-player round with its diagnostics.
         executor: Runs each round's independent oracle calls (e.g. a Dask cluster's executor) instead of
             ``config.workers`` local processes; the output is the same either way.
+        constraints: Public rules; every published sample keeps them (None: no rules).
 
     Returns:
         ``(T + 1 - burn-in rounds) · s`` records (value codes, uniform weights), the ``T`` exponential
@@ -503,5 +521,5 @@ def fem(
     """
     return play_primal_game(
         data, workload, config, mechanism="fem", perturbation=config.perturbation,
-        rng=rng, progress=progress, executor=executor,
+        rng=rng, progress=progress, executor=executor, constraints=constraints,
     )

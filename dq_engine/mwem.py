@@ -38,6 +38,12 @@ record of the universe, as a dense tensor of shape ``domain.sizes``. We refuse u
   (resample-move sequential Monte Carlo: Gilks & Berzuini 2001, Del Moral, Doucet & Jasra 2006), using
   that MW keeps ``A`` log-linear in the measured marginals (see :class:`ParticleDistribution`).
 
+**Public constraints** (:class:`~dq_engine.constraints.Constraints`, optional): over the universe, ``A`` starts
+uniform on the feasible records and gives every infeasible record weight 0 (multiplicative updates keep it 0, the
+renormalisation runs over the feasible records); on particles, the initial draw and every Metropolis-Hastings move
+reject infeasible records (:class:`~dq_engine.particles.ParticleDistribution`). MW's regret bound then holds
+over the feasible records; the rules are public, so privacy is unchanged.
+
 Privacy: ``T`` selections and ``T`` measurements (plus the prior's one measurement), composed as events.
 Paper mode: basic composition when every step is pure (HLM), else seed 004's zCDP analysis; tight mode:
 zCDP (EM draws ε²/8, Laplace ε²/2, Gaussian ρ) with the optimal conversion, or the pure ε when smaller.
@@ -64,11 +70,13 @@ from dq_engine.accounting import (
     compose,
 )
 from dq_engine.answers import answer_workload
+from dq_engine.constraints import Constraints
 from dq_engine.data import Dataset
 from dq_engine.domain import Domain
 from dq_engine.errors import AccountingError, ConfigError, UniverseTooLargeError
 from dq_engine.exponential_mechanism import select_signed_query
 from dq_engine.marginal_tables import MarginalIndex
+from dq_engine.oracle.feasible import with_witness
 from dq_engine.particles import ParticleDistribution
 from dq_engine.results import RoundDiagnostics, SynthesisResult
 from dq_engine.workload import Workload
@@ -304,13 +312,16 @@ def _budget_config(rounds: int, measure_noise: NoiseKind, values: dict[str, floa
 
 # ---------------------------------------------------------------------- the data player's distribution
 class _UniverseDistribution:
-    """``A`` as a dense tensor over every record of the universe."""
+    """``A`` as a dense tensor over every record of the universe (infeasible records at weight 0)."""
 
-    def __init__(self, domain: Domain, index: MarginalIndex) -> None:
+    def __init__(self, domain: Domain, index: MarginalIndex, constraints: Constraints | None = None) -> None:
         self.domain = domain
         self.index = index
         shape = tuple(int(s) for s in domain.sizes)
         self.p = np.full(shape, 1.0 / math.prod(shape))
+        if constraints is not None and len(constraints):  # uniform over the feasible records
+            self.p[constraints.forbidden_mask()] = 0.0
+            self.p /= self.p.sum()
 
     def table(self, m: int) -> np.ndarray:
         """Marginal ``m`` of ``A`` in C order (sums over contiguous blocks of the other axes)."""
@@ -366,13 +377,22 @@ def _noise(kind: NoiseKind, l1: float, l2: float, budget: float, size: int, rng:
 
 
 def sample_support(
-    data: Dataset, workload: Workload, config: MWEMConfig, rng: np.random.Generator
+    data: Dataset,
+    workload: Workload,
+    config: MWEMConfig,
+    rng: np.random.Generator,
+    *,
+    constraints: Constraints | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Draw the particles of ``support="sampled"`` from the prior ``P0``; return them and ``P0``'s factors.
 
     Attributes in some workload marginal are drawn from ``support_mix · uniform + (1 - support_mix) ·``
     their noisy one-way marginal (measured once, all together: L1 sensitivity ``2k``, L2 ``√(2k)`` counts
     for ``k`` attributes under replace-one); with ``support_budget = 0`` every attribute is uniform.
+
+    With ``constraints`` (carrying a witness) the particles are feasible: an infeasible particle's rule attributes
+    are drawn again from ``P0`` (rejection: accepted particles follow ``P0`` conditioned on feasibility), at most
+    :data:`SUPPORT_REJECTION_TRIES` times, and the few still infeasible after that are repaired towards the witness.
     """
     domain = data.domain
     used = np.unique(workload.marginals[workload.marginals >= 0])
@@ -389,7 +409,31 @@ def sample_support(
             estimate = noisy / total if total > 0 else priors[a]
             priors[a] = config.support_mix * priors[a] + (1 - config.support_mix) * estimate
     columns = [rng.choice(len(prior), size=config.support_size, p=prior) for prior in priors]
-    return np.stack(columns, axis=1).astype(np.int64), priors
+    particles = np.stack(columns, axis=1).astype(np.int64)
+    if constraints is not None and len(constraints):
+        particles = _feasible_particles(particles, priors, constraints, rng)
+    return particles, priors
+
+
+SUPPORT_REJECTION_TRIES = 50
+"""Redraws of an infeasible particle's rule attributes before it is repaired towards the witness."""
+
+
+def _feasible_particles(
+    particles: np.ndarray, priors: list[np.ndarray], constraints: Constraints, rng: np.random.Generator
+) -> np.ndarray:
+    """Redraw the rule attributes of infeasible particles from the prior, then repair the rest (see above)."""
+    rule_attributes = constraints.attributes
+    bad = np.flatnonzero(~constraints.feasible(particles))
+    for _ in range(SUPPORT_REJECTION_TRIES):
+        if len(bad) == 0:
+            return particles
+        for a in rule_attributes:
+            particles[bad, a] = rng.choice(len(priors[a]), size=len(bad), p=priors[a])
+        bad = bad[~constraints.feasible(particles[bad])]
+    if len(bad):
+        particles[bad] = constraints.repair(particles[bad], constraints.witness_codes, rule_attributes)
+    return particles
 
 
 # ---------------------------------------------------------------------- the algorithm
@@ -407,6 +451,7 @@ def mwem(
     *,
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
+    constraints: Constraints | None = None,
 ) -> SynthesisResult:
     """Run MWEM and return the final (or average) distribution as weighted records.
 
@@ -416,6 +461,7 @@ def mwem(
         config: Parameters.
         rng: Generator (support, selections, noise).
         progress: Called after every round with its diagnostics.
+        constraints: Public rules: infeasible records get weight 0 (universe) or are never particles (sampled).
 
     Raises:
         UniverseTooLargeError: With ``support="universe"``, if the universe has more than
@@ -425,6 +471,8 @@ def mwem(
         raise ConfigError("the dataset and the workload are over different domains")
     domain = data.domain
     index = MarginalIndex(workload)
+    if constraints is not None and len(constraints):
+        constraints = with_witness(constraints)  # raises, naming the rules, when no record is feasible
     if config.support == "universe":
         if domain.universe_log2 > config.max_universe_log2 + 1e-9:
             raise UniverseTooLargeError(
@@ -432,10 +480,10 @@ def mwem(
                 f"than the limit 2^{config.max_universe_log2:g}; use DualQuery, DQRS or FEM for this domain "
                 "(or MWEM with support='sampled')"
             )
-        distribution: _UniverseDistribution | ParticleDistribution = _UniverseDistribution(domain, index)
+        distribution: _UniverseDistribution | ParticleDistribution = _UniverseDistribution(domain, index, constraints)
     else:
-        particles, priors = sample_support(data, workload, config, rng)
-        distribution = ParticleDistribution(particles, priors, index, rng)
+        particles, priors = sample_support(data, workload, config, rng, constraints=constraints)
+        distribution = ParticleDistribution(particles, priors, index, rng, constraints=constraints)
     true_answers = answer_workload(data, workload)
     starts = workload.marginal_starts
     sizes_queried = np.diff(starts)

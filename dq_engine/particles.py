@@ -3,12 +3,18 @@
 Used by MWEM on particles (:mod:`dq_engine.mwem`, ``support="sampled"``) and by the table fit that calibrates
 a synthesizer's records against noisy marginals (:mod:`dq_engine.table_fit`). Everything here is
 post-processing: it reads only the particles, the noisy measurements it is given and public randomness.
+
+With public constraints (:class:`~dq_engine.constraints.Constraints`, optional) the particles stay in the feasible
+set: they must be feasible on construction, and a Metropolis-Hastings proposal that breaks a rule is rejected, so
+each move targets ``A`` restricted to the feasible records (its density times the indicator of feasibility).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from dq_engine.constraints import Constraints
+from dq_engine.errors import InfeasibleConstraintsError
 from dq_engine.marginal_tables import MarginalIndex
 
 __all__ = ["ParticleDistribution"]
@@ -25,11 +31,30 @@ class ParticleDistribution:
     half and then moves every particle with Metropolis-Hastings steps that target ``A`` exactly: attribute
     ``a`` proposes a value from ``P0_a`` and accepts with probability ``min(1, exp(Δθ))`` (the prior and
     proposal terms cancel). Only ``θ`` and the particles are touched: a refresh is post-processing.
+
+    Args:
+        codes: The particles, value codes ``(r, m)``.
+        priors: ``P0``'s factor of each attribute (probability vectors).
+        index: The marginals' cell index.
+        rng: Generator of the refreshes.
+        constraints: Public rules the particles keep (every particle must be feasible), or None.
+
+    Raises:
+        InfeasibleConstraintsError: A particle breaks a rule of ``constraints``.
     """
 
     def __init__(
-        self, codes: np.ndarray, priors: list[np.ndarray], index: MarginalIndex, rng: np.random.Generator
+        self,
+        codes: np.ndarray,
+        priors: list[np.ndarray],
+        index: MarginalIndex,
+        rng: np.random.Generator,
+        *,
+        constraints: Constraints | None = None,
     ) -> None:
+        self.constraints = constraints if constraints is not None and len(constraints) else None
+        if self.constraints is not None and not self.constraints.feasible(codes).all():
+            raise InfeasibleConstraintsError("every particle must keep the constraints; draw or repair them first")
         self.codes = np.asfortranarray(codes)  # column access (one attribute of every particle) is the hot path
         self.priors = priors
         self.index = index
@@ -72,6 +97,9 @@ class ParticleDistribution:
         touching = {
             a: [m for m in measured if a in set(self.index.attributes[m].tolist())] for a in range(self.codes.shape[1])
         }
+        on_rule = np.zeros(self.codes.shape[1], dtype=bool)
+        if self.constraints is not None:
+            on_rule[self.constraints.attributes] = True
         for _ in range(moves):
             for a, marginals in touching.items():
                 if not marginals:
@@ -84,6 +112,8 @@ class ParticleDistribution:
                 after = {m: self.index.cells(m, self.codes) for m in marginals}
                 proposed = sum(self.theta[m][after[m]] for m in marginals)
                 reject = np.log(self.rng.random(r)) >= proposed - current
+                if on_rule[a]:  # a proposal that breaks a public rule is rejected: the target is A on feasible records
+                    reject |= ~self.constraints.feasible(self.codes, attributes=np.array([a]))
                 self.codes[reject, a] = old[reject]
                 for m in marginals:
                     after[m][reject] = before[m][reject]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dq_engine.constraints import Constraints
 from dq_engine.data import Dataset
 from dq_engine.fem import (
     ProgressCallback,
@@ -79,6 +80,7 @@ def sepfem(
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
     executor: Executor | None = None,
+    constraints: Constraints | None = None,
 ) -> SynthesisResult:
     """Run sepFEM (seed 004, Algorithms 1 and 3) and return the union of the per-round samples.
 
@@ -89,8 +91,9 @@ def sepfem(
         rng: Generator.
         progress: Called after every data-player round with its diagnostics.
         executor: Runs each round's oracle calls instead of ``config.workers`` processes (see :func:`fem`).
+        constraints: Public rules; every published sample keeps them (None: no rules).
     """
     return play_primal_game(
         data, workload, config, mechanism="sepfem", perturbation="separator-laplace",
-        rng=rng, progress=progress, executor=executor,
+        rng=rng, progress=progress, executor=executor, constraints=constraints,
     )
