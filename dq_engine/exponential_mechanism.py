@@ -11,35 +11,23 @@ MWEM (Hardt, Ligett & McSherry 2012) scores ``|q(D) - q(D̂)|`` over the positiv
 negation-closed class and forgetting the sign is the same mechanism up to a factor in ``[1, 2]`` in each
 pair's weight and has the same sensitivity, so one sampler serves both.
 
-Sampling is exact and two-stage, as in :mod:`dq_engine.mw`: a pair ``{q_i, q̄_i}`` with probability
-``∝ cosh(c e_i)`` (``c = ε n / 2``), then the sign with probability ``sigmoid(2 c e_i)``.
+Sampling is exact, as in :mod:`dq_engine.mw`: :func:`dq_engine.exact_sampling.sample_signed_pairs` draws
+``q_i`` with weight ``exp(c e_i)`` and ``q̄_i`` with weight ``exp(-c e_i)`` (``c = ε n / 2``) from int64
+fixed-point proposal weights and an exact acceptance step, i.e. from exactly the exponential mechanism's
+distribution for the float64 log-weights ``c e_i``.
 :class:`SparseSignedSelector` does the same in ``O(nnz)`` per draw when the synthetic answers are sparse
 (FEM's ``s`` records touch at most ``s`` cells per marginal): every query with ``q(D) = 0`` and
-``q(D̂) = 0`` has score 0 and the same weight, so that block is sampled uniformly.
+``q(D̂) = 0`` has score 0 and the same weight, so that block is one entry of the proposal and its member is
+then drawn uniformly.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from dq_engine.exact_sampling import sample_signed_pairs
+
 __all__ = ["SparseSignedSelector", "select_signed_query"]
-
-
-def _pair_weights(log_weight: np.ndarray, shift: float) -> np.ndarray:
-    """``exp(|L| - shift) · (1 + exp(-2|L|))`` (∝ cosh L), in place on two buffers."""
-    magnitude = np.abs(log_weight)
-    correction = np.multiply(magnitude, -2.0)
-    np.exp(correction, out=correction)
-    correction += 1.0
-    magnitude -= shift
-    np.exp(magnitude, out=magnitude)
-    magnitude *= correction
-    return magnitude
-
-
-def _draw_sign(log_weight: float, rng: np.random.Generator) -> bool:
-    """True (negated) with probability ``1 - sigmoid(2L)``."""
-    return bool(rng.random() >= 0.5 * (1.0 + np.tanh(log_weight)))
 
 
 def select_signed_query(
@@ -59,10 +47,8 @@ def select_signed_query(
     """
     log_weight = np.subtract(true_answers, estimates, dtype=np.float64)
     log_weight *= 0.5 * epsilon * n
-    shift = max(float(log_weight.max()), -float(log_weight.min()))
-    cumulative = np.cumsum(_pair_weights(log_weight, shift))
-    index = int(min(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"), len(cumulative) - 1))
-    return index, _draw_sign(float(log_weight[index]), rng)
+    index, negated = sample_signed_pairs(log_weight, 1, rng)
+    return int(index[0]), bool(negated[0])
 
 
 class SparseSignedSelector:
@@ -105,24 +91,17 @@ class SparseSignedSelector:
         error_active[slot[inside]] -= values[inside]
         extra = positions[~inside]
         error_extra = -values[~inside]
-        log_active, log_extra = scale * error_active, scale * error_extra
-        shift = max(float(np.abs(log_active).max(initial=0.0)), float(np.abs(log_extra).max(initial=0.0)))
-        weights_active = _pair_weights(log_active, shift)
-        weights_extra = _pair_weights(log_extra, shift)
+        log_weight = np.concatenate([scale * error_active, scale * error_extra])
         zero_count = self.n_queries - len(self.active) - len(extra)
-        zero_total = zero_count * 2.0 * np.exp(-shift)
-        cumulative = np.cumsum(np.concatenate([weights_active, weights_extra]))
-        total = (cumulative[-1] if len(cumulative) else 0.0) + zero_total
-        target = rng.random() * total
-        if len(cumulative) and target < cumulative[-1]:
-            k = int(min(np.searchsorted(cumulative, target, side="right"), len(cumulative) - 1))
-            if k < len(self.active):
-                return int(self.active[k]), _draw_sign(float(log_active[k]), rng)
-            k -= len(self.active)
-            return int(extra[k]), _draw_sign(float(log_extra[k]), rng)
-        # the zero-score block: uniform over queries with q(D) = q(D̂) = 0, sign by a fair coin
+        index, negated = sample_signed_pairs(log_weight, 1, rng, zero_pairs=zero_count)
+        k, sign = int(index[0]), bool(negated[0])
+        if k < len(self.active):
+            return int(self.active[k]), sign
+        if k < len(log_weight):
+            return int(extra[k - len(self.active)]), sign
+        # the zero-score block: its members have equal weight, so the member is uniform among them
         taken = set(extra.tolist())
         while True:
             candidate = int(rng.integers(0, self.n_queries))
             if not self._is_active[candidate] and candidate not in taken:
-                return candidate, bool(rng.random() < 0.5)
+                return candidate, sign

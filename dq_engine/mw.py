@@ -12,15 +12,19 @@ from the uniform distribution the log-weight of ``q̄`` is always minus the log-
 one cumulative log-weight ``L_i = η Σ_t (q_i(D) - q_i(x^t))`` per positive query; the class of ``2N``
 queries has weights ``exp(L_i)`` (query ``i``) and ``exp(-L_i)`` (its negation).
 
-Sampling is two-stage and exact: pick the pair ``i`` with probability ∝ ``cosh(L_i)`` by inverse-CDF
-(one cumulative sum, ``searchsorted`` for all ``s`` draws), then the sign with probability
-``sigmoid(2 L_i)`` for the positive query. Never a Python loop over queries, never
-``Generator.choice(p=...)`` over millions of entries.
+Sampling is exact and never loops over queries in Python: :func:`dq_engine.exact_sampling.sample_signed_pairs`
+proposes pairs from int64 fixed-point weights ``≥ 2^K cosh(L_i - max|L|)`` (one integer cumulative sum per
+round, exact uniform integers and ``searchsorted`` for all ``s`` draws), then picks the sign and accepts or
+rejects by comparing a uniform with ``e^{L_i}`` and ``e^{-L_i}`` (float64 only where it cannot decide wrongly,
+correctly rounded decimal arithmetic otherwise). The result is drawn from exactly ``Q^t`` as defined by the
+float64 log-weights ``L``. Never ``Generator.choice(p=...)`` over millions of entries.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from dq_engine.exact_sampling import sample_signed_pairs
 
 __all__ = ["QueryDistribution", "SampledQueries"]
 
@@ -80,6 +84,7 @@ class QueryDistribution:
         # two reusable (N,) scratch buffers: a fresh 16 MB array per pass costs more in page faults than
         # the arithmetic itself at N = 2,000,000 (see bench/engine.py)
         self._scratch = (np.empty(n_queries, dtype=np.float64), np.empty(n_queries, dtype=np.float64))
+        self._weights = self._scratch[1].view(np.int64)  # the sampler's int64 fixed-point weights
 
     def update(self, payoff: np.ndarray) -> None:
         """Apply ``L += η · A(x^t, q)`` where ``payoff = q(D) - q(x^t)`` for every positive query."""
@@ -133,14 +138,8 @@ class QueryDistribution:
         return shift + float(np.log(total)) - float(np.dot(self.log_weight, positive)) / total
 
     def sample(self, count: int, rng: np.random.Generator) -> SampledQueries:
-        """Draw ``count`` independent queries from ``Q^t`` (each draw is one exponential-mechanism draw)."""
+        """Draw ``count`` independent queries from ``Q^t`` exactly (each draw is one exponential-mechanism draw)."""
         if count < 0:
             raise ValueError(f"count ({count}) must be >= 0")
-        weights = self._pair_weights_into(*self._scratch)
-        cumulative = np.cumsum(weights, out=weights)
-        targets = rng.random(count) * cumulative[-1]
-        index = np.minimum(np.searchsorted(cumulative, targets, side="right"), len(cumulative) - 1)
-        # P[positive | pair i] = e^{L} / (e^{L} + e^{-L}) = 1 / (1 + e^{-2L})
-        positive_probability = 0.5 * (1.0 + np.tanh(self.log_weight[index]))
-        negated = rng.random(count) >= positive_probability
+        index, negated = sample_signed_pairs(self.log_weight, count, rng, buffers=(self._weights, self._scratch[0]))
         return SampledQueries(index, negated)
