@@ -13,13 +13,16 @@ Two storage layouts, chosen by the domain:
   ``(d, ceil(n/8))`` bytes. A CSC matrix stores 5 bytes per one, 20 times more at density 1/2 (100,000
   attributes x 50,000 rows: 12.5 GB as CSC, 625 MB packed). Built with :meth:`Dataset.from_packed_bits`.
 
-The number of records ``n`` is part of the neighbouring relation (replace-one, ``n`` public): every
-sensitivity in the engine is expressed in terms of it.
+The number of records ``n`` is part of the neighbouring relation: under ``replace-one`` (the default) ``n``
+is public and every sensitivity in the engine is expressed in terms of it; under ``add-remove`` (a release
+with a noisy count) ``n`` is private, :attr:`Dataset.neighbouring` says so, and the measurements that can use
+the smaller add/remove sensitivities and a noisy total do (:mod:`dq_engine.oracle.free_attributes`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -47,6 +50,7 @@ class Dataset:
         counts: Multiplicity of each distinct row, shape ``(u,)``, or None for sparse-bit storage.
         bits: Sparse 0/1 matrix ``(n, d)`` for all-binary domains, or None.
         packed: Bit-packed columns ``(d, ceil(n/8))`` ``uint8`` for dense all-binary data, or None.
+        neighbouring: ``"replace-one"`` (``n`` public, the default) or ``"add-remove"`` (``n`` private).
     """
 
     domain: Domain
@@ -55,6 +59,15 @@ class Dataset:
     counts: np.ndarray | None = None
     bits: sp.csc_array | None = None
     packed: np.ndarray | None = None
+    neighbouring: Literal["replace-one", "add-remove"] = "replace-one"
+
+    def __post_init__(self) -> None:
+        if self.neighbouring not in ("replace-one", "add-remove"):
+            raise DomainError(f"neighbouring ({self.neighbouring!r}) must be 'replace-one' or 'add-remove'")
+
+    def with_neighbouring(self, neighbouring: Literal["replace-one", "add-remove"]) -> Dataset:
+        """The same records under another neighbouring relation (no copy of the arrays)."""
+        return replace(self, neighbouring=neighbouring)
 
     @classmethod
     def from_codes(cls, domain: Domain, codes: np.ndarray) -> Dataset:

@@ -76,6 +76,7 @@ from dq_engine.domain import Domain
 from dq_engine.errors import AccountingError, ConfigError, UniverseTooLargeError
 from dq_engine.exponential_mechanism import select_signed_query
 from dq_engine.marginal_tables import MarginalIndex
+from dq_engine.noise import discrete_gaussian, discrete_laplace
 from dq_engine.oracle.feasible import with_witness
 from dq_engine.particles import ParticleDistribution
 from dq_engine.results import RoundDiagnostics, SynthesisResult
@@ -369,11 +370,16 @@ def _answers(distribution: _UniverseDistribution | ParticleDistribution, index: 
     return out
 
 
-def _noise(kind: NoiseKind, l1: float, l2: float, budget: float, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Laplace noise of scale ``l1/ε`` (ε-DP) or Gaussian noise of std ``l2/√(2ρ)`` (ρ-zCDP)."""
+def _noisy_counts(
+    kind: NoiseKind, counts: np.ndarray, *, l1: float, l2: float, budget: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Integer counts plus exact noise (:mod:`dq_engine.noise`), ``l1``/``l2`` the sensitivities in counts.
+
+    Discrete Laplace of scale ``l1/ε`` (ε-DP) or discrete Gaussian with ``σ = l2/√(2ρ)`` (ρ-zCDP).
+    """
     if kind == "laplace":
-        return rng.laplace(0.0, l1 / budget, size=size)
-    return rng.normal(0.0, l2 / math.sqrt(2.0 * budget), size=size)
+        return discrete_laplace(counts, scale=l1 / budget, rng=rng)
+    return discrete_gaussian(counts, sigma=l2 / math.sqrt(2.0 * budget), rng=rng)
 
 
 def sample_support(
@@ -387,8 +393,10 @@ def sample_support(
     """Draw the particles of ``support="sampled"`` from the prior ``P0``; return them and ``P0``'s factors.
 
     Attributes in some workload marginal are drawn from ``support_mix · uniform + (1 - support_mix) ·``
-    their noisy one-way marginal (measured once, all together: L1 sensitivity ``2k``, L2 ``√(2k)`` counts
-    for ``k`` attributes under replace-one); with ``support_budget = 0`` every attribute is uniform.
+    their noisy one-way marginal (measured once, all together, with exact noise on the counts: L1 sensitivity
+    ``2k``, L2 ``√(2k)`` counts for ``k`` attributes under replace-one, ``k`` and ``√k`` under add/remove,
+    ``data.neighbouring``), clipped at 0 and normalised by the noisy total; with ``support_budget = 0`` every
+    attribute is uniform.
 
     With ``constraints`` (carrying a witness) the particles are feasible: an infeasible particle's rule attributes
     are drawn again from ``P0`` (rejection: accepted particles follow ``P0`` conditioned on feasibility), at most
@@ -400,13 +408,16 @@ def sample_support(
     if config.support_budget > 0:
         counts = data.one_way_counts()
         k = len(used)
-        for a in used:
-            noisy = counts[a] + _noise(
-                config.measure_noise, 2.0 * k, math.sqrt(2.0 * k), config.support_budget, len(counts[a]), rng
-            )
-            noisy = np.clip(noisy, 0.0, None)
-            total = noisy.sum()
-            estimate = noisy / total if total > 0 else priors[a]
+        cells_per_record = 1 if data.neighbouring == "add-remove" else 2
+        noisy = _noisy_counts(
+            config.measure_noise, np.concatenate([counts[a] for a in used]), l1=float(cells_per_record * k),
+            l2=math.sqrt(cells_per_record * k), budget=config.support_budget, rng=rng,
+        )
+        ends = np.cumsum([len(counts[a]) for a in used])
+        for a, block in zip(used, np.split(noisy, ends[:-1]), strict=True):
+            clipped = np.clip(block, 0, None).astype(np.float64)
+            total = clipped.sum()
+            estimate = clipped / total if total > 0 else priors[a]
             priors[a] = config.support_mix * priors[a] + (1 - config.support_mix) * estimate
     columns = [rng.choice(len(prior), size=config.support_size, p=prior) for prior in priors]
     particles = np.stack(columns, axis=1).astype(np.int64)
@@ -506,7 +517,8 @@ def mwem(
             positions = np.arange(starts[m], starts[m + 1])
             l1, l2 = float(min(2, sizes_queried[m])), math.sqrt(min(2, sizes_queried[m]))
         budget = config.measure_epsilon if config.measure_noise == "laplace" else config.measure_rho
-        noisy = true_answers[positions] + _noise(config.measure_noise, l1, l2, budget, len(positions), rng) / data.n
+        true_counts = np.rint(true_answers[positions] * data.n)  # q(D)·n: the integer counts (n public)
+        noisy = _noisy_counts(config.measure_noise, true_counts, l1=l1, l2=l2, budget=budget, rng=rng) / data.n
         measurement = _Measurement(m, index.query_cells[m][positions - starts[m]], noisy)
         history.append(measurement)
         apply(measurement)

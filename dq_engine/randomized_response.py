@@ -24,7 +24,13 @@ and the *proper* estimator (eq. (14)) rounds it to the nearest possible answer, 
 answer). The estimators' variance grows like ``1/(n p²)``: with ``U`` far above ``e^ε`` the answers are
 useless although the sampler still runs.
 
-**Size limit.** ``U`` enters only through ``p``, computed in floating point from ``log2 U``; we refuse
+**Exact sampling.** The keep decision is an exact Bernoulli(``p``) draw
+(:func:`dq_engine.exact_sampling.bernoulli_real`: a uniform compared with rigorous rational bounds on ``p``,
+computed from the integer ``U`` and correctly rounded decimal ``e^{-ε}``, refined until the comparison is
+decided) and a replacement record is one exact uniform integer per attribute (``Generator.integers``); the
+float ``p`` below is only reported and used by the estimators (post-processing).
+
+**Size limit.** ``U`` enters the reported ``p`` in floating point from ``log2 U``; we refuse
 ``log2 U > 1000`` (``U e^{-ε}`` would overflow a double) with
 :class:`~dq_engine.errors.UniverseTooLargeError`. The synthetic output ``E`` is the ``n`` randomized
 records themselves; estimator answers are a separate function (:func:`estimate_answers`).
@@ -33,7 +39,9 @@ records themselves; estimator answers are a separate function (:func:`estimate_a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -42,6 +50,7 @@ from dq_engine.baselines import uniform_answers
 from dq_engine.data import Dataset
 from dq_engine.domain import Domain
 from dq_engine.errors import ConfigError, UniverseTooLargeError
+from dq_engine.exact_sampling import bernoulli_real, exp_interval
 from dq_engine.marginal_tables import MarginalIndex
 from dq_engine.mwem import mwem_costs
 from dq_engine.results import SynthesisResult
@@ -96,6 +105,23 @@ def keep_probability(epsilon: float, domain: Domain) -> float:
     return -math.expm1(-epsilon) / (1.0 + spread)
 
 
+def _keep_probability_bounds(epsilon: float, domain: Domain) -> Callable[[int], tuple[Fraction, Fraction]]:
+    """Rigorous rational bounds on ``p = (1 - e^{-ε}) / (1 + (U - 1) e^{-ε})`` (ε the exact float, ``U`` exact).
+
+    ``p`` decreases in ``e^{-ε}`` (its derivative is ``-U / (1 + (U - 1)e^{-ε})²``), so bounds on ``e^{-ε}``
+    give bounds on ``p`` with the ends swapped.
+    """
+    _check_universe(domain)
+    universe = math.prod(int(size) for size in domain.sizes)
+    exponent = -Fraction(epsilon)
+
+    def bounds(digits: int) -> tuple[Fraction, Fraction]:
+        low, high = exp_interval(exponent, digits)
+        return (1 - high) / (1 + (universe - 1) * high), (1 - low) / (1 + (universe - 1) * low)
+
+    return bounds
+
+
 def estimate_sd_bound(epsilon: float, domain: Domain, n: int) -> float:
     """Largest standard deviation of the unbiased estimate ``q̂ᵘ`` of any counting query: ``1 / (2 p √n)``.
 
@@ -128,8 +154,8 @@ def randomized_response(
     domain = data.domain
     p = keep_probability(config.epsilon, domain)
     records = data.to_codes()
-    replaced = np.flatnonzero(rng.random(records.shape[0]) >= p)
-    records[replaced] = (rng.random((len(replaced), len(domain))) * domain.sizes).astype(np.int64)
+    replaced = np.flatnonzero(~bernoulli_real(_keep_probability_bounds(config.epsilon, domain), len(records), rng))
+    records[replaced] = rng.integers(0, domain.sizes, size=(len(replaced), len(domain)))
     records = records[rng.permutation(records.shape[0])]
     events = [PureDpEvent(epsilon=config.epsilon, count=1, label="mechanism E: per-record randomized response")]
     return SynthesisResult(

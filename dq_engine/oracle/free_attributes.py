@@ -4,10 +4,12 @@
   takes its first value (code 0) so that the record stays valid.
 * ``random`` -- uniform over the attribute's values (the paper's choice for dense synthetic data).
 * ``dp-marginal`` -- a value drawn from a *noisy* one-way marginal of the attribute (the principled variant
-  the paper's footnote 6 suggests). The noisy marginals are measured once per run, with the Laplace mechanism
-  under pure ε (:func:`noisy_one_way_marginals`) or the Gaussian mechanism under ρ-zCDP
-  (:func:`gaussian_one_way_marginals`, the one that stays useful with tens of thousands of attributes); their
-  cost is a privacy event charged like any other.
+  the paper's footnote 6 suggests). The noisy marginals are measured once per run, with the exact discrete
+  Laplace mechanism under pure ε (:func:`noisy_one_way_marginals`) or the exact discrete Gaussian mechanism
+  under ρ-zCDP (:func:`gaussian_one_way_marginals`, the one that stays useful with tens of thousands of
+  attributes), on integer counts (:mod:`dq_engine.noise`), with the sensitivities of the dataset's
+  neighbouring relation; their cost is a privacy event charged like any other. Drawing a value from the
+  noisy marginals is post-processing and uses ordinary float sampling.
 
 The policy only fills attributes the oracle leaves unconstrained, so it never changes the objective.
 
@@ -30,6 +32,7 @@ from dq_engine.constraints import Constraints
 from dq_engine.data import Dataset
 from dq_engine.domain import Domain
 from dq_engine.errors import ConfigError
+from dq_engine.noise import discrete_gaussian, discrete_laplace
 
 __all__ = [
     "REJECTION_TRIES",
@@ -38,6 +41,7 @@ __all__ = [
     "FreePolicy",
     "FreeScope",
     "check_free_settings",
+    "gaussian_count_sigma",
     "gaussian_marginal_sigma",
     "gaussian_one_way_marginals",
     "gaussian_sensitivity_squared",
@@ -106,11 +110,14 @@ def _check_free_budget(policy: FreePolicy, noise: FreeNoise, epsilon: float, rho
 def noisy_one_way_marginals(
     data: Dataset, *, epsilon: float, rng: np.random.Generator
 ) -> tuple[list[np.ndarray], PureDpEvent]:
-    """ε-DP one-way marginals of every attribute (Laplace mechanism), as probability vectors.
+    """ε-DP one-way marginals of every attribute (exact discrete Laplace mechanism), as probability vectors.
 
-    Under replace-one neighbours one record changes two cells of each attribute's histogram, so the L1
-    sensitivity of all ``m`` histograms together is ``2m``; each cell gets ``Laplace(2m/ε)`` noise.
-    Noisy counts are clipped at 0 and normalised (post-processing); an all-zero result becomes uniform.
+    Every cell count of every attribute's histogram gets discrete Laplace noise
+    (:func:`dq_engine.noise.discrete_laplace`) of scale ``Δ₁/ε``. Under replace-one neighbours one record
+    changes two cells of each attribute's histogram, so ``Δ₁ = 2m`` for ``m`` attributes; under add/remove
+    neighbours (``data.neighbouring == "add-remove"``) it changes one cell of each, ``Δ₁ = m``. Noisy counts
+    are clipped at 0 and normalised by their own (noisy) total, post-processing; an all-zero result becomes
+    uniform.
 
     Returns:
         The probability vectors and the privacy event to charge (one ε-DP invocation).
@@ -118,17 +125,22 @@ def noisy_one_way_marginals(
     if not epsilon > 0:
         raise ConfigError(f"free-attribute epsilon ({epsilon}) must be > 0 for the dp-marginal policy")
     counts = data.one_way_counts()
-    scale = 2.0 * len(counts) / epsilon
-    marginals = []
-    for histogram in counts:
-        noisy = np.clip(histogram + rng.laplace(0.0, scale, size=histogram.shape), 0.0, None)
-        total = noisy.sum()
-        marginals.append(noisy / total if total > 0 else np.full(histogram.shape, 1.0 / len(histogram)))
+    cells_per_record = 1 if data.neighbouring == "add-remove" else 2
+    noisy = discrete_laplace(np.concatenate(counts), scale=cells_per_record * len(counts) / epsilon, rng=rng)
+    ends = np.cumsum([len(histogram) for histogram in counts])
+    marginals = [_normalised(block) for block in np.split(noisy, ends[:-1])]
     event = PureDpEvent(epsilon=epsilon, count=1, label="noisy one-way marginals for free attributes")
     return marginals, event
 
 
-def gaussian_sensitivity_squared(domain: Domain) -> int:
+def _normalised(noisy_counts: np.ndarray) -> np.ndarray:
+    """Clip noisy counts at 0 and divide by their total (uniform if every cell clips): post-processing."""
+    clipped = np.clip(noisy_counts, 0, None).astype(np.float64)
+    total = clipped.sum()
+    return clipped / total if total > 0 else np.full(clipped.shape, 1.0 / len(clipped))
+
+
+def gaussian_sensitivity_squared(domain: Domain, *, neighbouring: str = "replace-one") -> int:
     """Squared L2 sensitivity, in counts, of the cells :func:`gaussian_one_way_marginals` measures.
 
     Replace-one neighbours (``n`` public): one record moves from value ``a`` to value ``b`` of each attribute
@@ -138,50 +150,76 @@ def gaussian_sensitivity_squared(domain: Domain) -> int:
     post-processing): squared change ``1``. Summed over attributes that all differ, the worst case is
     ``(#binary) + 2·(#non-binary)``; for ``d`` binary attributes the L2 sensitivity is ``√d`` counts, i.e.
     ``√d/n`` on proportions (``√(2d)/n`` if both cells of each binary table were measured).
+
+    Add/remove neighbours (``n`` private): every cell of every attribute with at least two values is measured
+    (the zeros of a binary attribute too: ``n`` is not public, so it cannot be subtracted) and one record
+    changes one cell of each by 1: squared change ``1`` per attribute, ``#(attributes with ≥ 2 values)``.
+    A one-value attribute is never measured (its marginal is ``[1]``).
     """
     sizes = np.asarray(domain.sizes)
+    if neighbouring == "add-remove":
+        return int(np.sum(sizes >= 2))
+    if neighbouring != "replace-one":
+        raise ConfigError(f"neighbouring ({neighbouring!r}) must be 'replace-one' or 'add-remove'")
     return int(np.sum(np.where(sizes == 2, 1, np.where(sizes == 1, 0, 2))))  # a 1-value attribute never changes
 
 
-def gaussian_marginal_sigma(domain: Domain, *, n: int, rho: float) -> float:
-    """Standard deviation of the noise on each measured proportion: ``√(Δ²/(2ρ)) / n``.
+def gaussian_count_sigma(domain: Domain, *, rho: float, neighbouring: str = "replace-one") -> float:
+    """Noise parameter ``σ = √(Δ²/(2ρ))`` in counts of every measured cell (discrete Gaussian).
 
-    The Gaussian mechanism with L2 sensitivity ``Δ`` and noise ``N(0, σ²)`` per coordinate is
-    ``Δ²/(2σ²)``-zCDP (Bun & Steinke 2016, Prop. 1.6); ``σ = Δ/√(2ρ)`` in counts.
+    The discrete Gaussian mechanism with integer-valued L2 sensitivity ``Δ`` and parameter ``σ`` per coordinate
+    is ``Δ²/(2σ²)``-zCDP (Canonne, Kamath & Steinke 2020, Theorem 4), as the continuous one is (Bun & Steinke
+    2016, Prop. 1.6).
     """
     if not rho > 0:
         raise ConfigError(f"free-attribute rho ({rho}) must be > 0 for the Gaussian dp-marginal policy")
-    return float(np.sqrt(gaussian_sensitivity_squared(domain) / (2.0 * rho)) / n)
+    return float(np.sqrt(gaussian_sensitivity_squared(domain, neighbouring=neighbouring) / (2.0 * rho)))
+
+
+def gaussian_marginal_sigma(domain: Domain, *, n: int, rho: float, neighbouring: str = "replace-one") -> float:
+    """Standard deviation parameter of the noise on each measured proportion: ``√(Δ²/(2ρ)) / n``.
+
+    For reporting (``n`` public); the noise itself is added to counts (:func:`gaussian_count_sigma`).
+    """
+    return gaussian_count_sigma(domain, rho=rho, neighbouring=neighbouring) / n
 
 
 def gaussian_one_way_marginals(
     data: Dataset, *, rho: float, rng: np.random.Generator
 ) -> tuple[list[np.ndarray], ZCDPEvent]:
-    """ρ-zCDP one-way marginals of every attribute (Gaussian mechanism), as probability vectors.
+    """ρ-zCDP one-way marginals of every attribute (exact discrete Gaussian mechanism), as probability vectors.
 
-    Binary attribute: noisy proportion of ones ``p̃ = c/n + N(0, σ²)`` clipped into [0, 1], marginal
-    ``(1 - p̃, p̃)``. Other attributes: every cell gets ``N(0, (σn)²)`` on its count; clipped at 0 and
-    normalised (uniform if all cells clip). ``σ`` comes from :func:`gaussian_marginal_sigma` (sensitivity
-    stated in :func:`gaussian_sensitivity_squared`); clipping and normalising are post-processing.
+    Counts get discrete Gaussian noise (:func:`dq_engine.noise.discrete_gaussian`) with ``σ`` from
+    :func:`gaussian_count_sigma` (sensitivity stated in :func:`gaussian_sensitivity_squared`, for the
+    dataset's neighbouring relation).
+
+    * Replace-one (``n`` public): a binary attribute's noisy count of ones ``c̃`` gives ``p̃ = c̃/n`` clipped
+      into [0, 1] and the marginal ``(1 - p̃, p̃)``; other attributes: every cell measured, clipped at 0 and
+      normalised by the noisy total.
+    * Add/remove (``n`` private): every cell of every attribute with two or more values is measured, clipped
+      at 0 and normalised by its noisy total: nothing is divided by the private ``n``.
+
+    Clipping and normalising are post-processing; a histogram whose cells all clip becomes uniform.
 
     Returns:
         The probability vectors and the privacy event to charge (one ρ-zCDP invocation).
     """
-    sigma = gaussian_marginal_sigma(data.domain, n=data.n, rho=rho)
+    sigma = gaussian_count_sigma(data.domain, rho=rho, neighbouring=data.neighbouring)
     counts = data.one_way_counts()
     sizes = np.asarray(data.domain.sizes)
-    marginals: list[np.ndarray] = [np.empty(0)] * len(counts)
-    binary = np.nonzero(sizes == 2)[0]
-    if len(binary):
-        ones = np.array([counts[j][1] for j in binary], dtype=np.float64) / data.n
-        noisy = np.clip(ones + rng.normal(0.0, sigma, size=len(binary)), 0.0, 1.0)
-        for j, p in zip(binary, noisy, strict=True):
+    marginals: list[np.ndarray] = [np.ones(1)] * len(counts)  # one-value attributes: [1], never measured
+    ones_only = np.flatnonzero(sizes == 2) if data.neighbouring == "replace-one" else np.zeros(0, dtype=np.int64)
+    if len(ones_only):
+        ones = discrete_gaussian(np.array([counts[j][1] for j in ones_only]), sigma=sigma, rng=rng)
+        proportions = np.clip(ones / data.n, 0.0, 1.0)
+        for j, p in zip(ones_only, proportions, strict=True):
             marginals[j] = np.array([1.0 - p, p])
-    for j in np.nonzero(sizes != 2)[0]:
-        histogram = counts[j]
-        noisy = np.clip(histogram + rng.normal(0.0, sigma * data.n, size=histogram.shape), 0.0, None)
-        total = noisy.sum()
-        marginals[j] = noisy / total if total > 0 else np.full(histogram.shape, 1.0 / len(histogram))
+    whole = np.setdiff1d(np.flatnonzero(sizes >= 2), ones_only)
+    if len(whole):
+        noisy = discrete_gaussian(np.concatenate([counts[j] for j in whole]), sigma=sigma, rng=rng)
+        ends = np.cumsum(sizes[whole])
+        for j, block in zip(whole, np.split(noisy, ends[:-1]), strict=True):
+            marginals[j] = _normalised(block)
     event = ZCDPEvent(rho=rho, count=1, label="Gaussian one-way marginals for free attributes")
     return marginals, event
 
