@@ -1,6 +1,12 @@
-"""The public schema file: columns with public value sets or bucket edges (see ``docs/schema.md``).
+"""The public schema file: columns with public value sets or bucket edges, and public rules (``docs/schema.md``).
 
 Bins and value sets come from here, never from the data. Loading a schema never reads the private data.
+
+``[[rules]]`` declare edit rules and structural zeros (:class:`RuleSchema`): an implication (``if`` / ``then``),
+a forbidden combination (``forbid``) or a recode (``recode``). The models here check the rules' shape; what their
+values mean over the discretized domain (and whether they name known columns and values, align with bucket edges,
+forbid anything, and leave a feasible record) is checked by :func:`dqrelease.rules.constraints_from_rules` when the
+schema is validated, so a schema with a broken rule never loads.
 """
 
 from __future__ import annotations
@@ -9,12 +15,22 @@ import math
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from dqrelease.errors import ConfigInvalidError
 from dqrelease.toml_input import StrictModel, format_validation_error, read_toml
 
-__all__ = ["BinaryColumn", "CategoricalColumn", "ColumnSchema", "NumericColumn", "Schema", "load_schema"]
+__all__ = [
+    "BinaryColumn",
+    "CategoricalColumn",
+    "ColumnSchema",
+    "NumericColumn",
+    "RecodeSchema",
+    "RuleSchema",
+    "RuleValue",
+    "Schema",
+    "load_schema",
+]
 
 
 class CategoricalColumn(StrictModel):
@@ -124,10 +140,62 @@ class BinaryColumn(StrictModel):
 ColumnSchema = Annotated[CategoricalColumn | NumericColumn | BinaryColumn, Field(discriminator="type")]
 
 
+RuleValue = str | int | list[str | int]
+"""A rule's value for a column: a declared value, a list of them, or for a numeric column a comparison (``"< 15"``,
+``">= 65"``, ``"= 0"``), an interval (``"[20, 30)"``), ``"missing"`` (the missing bucket), or a list of those."""
+
+
+class RecodeSchema(StrictModel):
+    """``recode = {from = ..., to = ..., map = {...}}``: one implication per listed source value."""
+
+    source: str = Field(alias="from", min_length=1, description="The column whose values are recoded.")
+    to: str = Field(min_length=1, description="The column that holds the recoded value.")
+    map: dict[str, RuleValue] = Field(
+        min_length=1, description="Source value -> the target's value(s) it implies (declared values, intervals)."
+    )
+
+
+class RuleSchema(StrictModel):
+    """One public rule: exactly one of ``if``/``then``, ``forbid`` and ``recode``.
+
+    * ``if = {...}`` / ``then = {...}``: every record whose columns match all of ``if`` matches all of ``then``;
+    * ``forbid = {...}``: no record matches all of it (a structural zero);
+    * ``recode = {from, to, map}``: ``from = key`` implies ``to = map[key]``, for every key of ``map``.
+    """
+
+    name: str = Field(min_length=1, description="Names the rule in messages and reports.")
+    condition: dict[str, RuleValue] | None = Field(
+        default=None, alias="if", description="Columns and values a record must all match for 'then' to apply."
+    )
+    then: dict[str, RuleValue] | None = Field(default=None, description="What a record matching 'if' must match.")
+    forbid: dict[str, RuleValue] | None = Field(default=None, description="A combination no record may match.")
+    recode: RecodeSchema | None = Field(default=None, description="A recode (one implication per source value).")
+    on_violation: Literal["fail", "report"] = Field(
+        default="fail",
+        description="What raw rows breaking the rule do at validation: 'fail' stops the run (exit 3), 'report' "
+        "counts them in the internal report.",
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> RuleSchema:
+        forms = [self.condition is not None or self.then is not None, self.forbid is not None, self.recode is not None]
+        if sum(forms) != 1:
+            raise ValueError(f"rule {self.name!r}: give exactly one of if/then, forbid or recode")
+        if forms[0] and (self.condition is None or self.then is None):
+            raise ValueError(f"rule {self.name!r}: an implication needs both 'if' and 'then'")
+        for part, mapping in (("if", self.condition), ("then", self.then), ("forbid", self.forbid)):
+            if mapping is not None and not mapping:
+                raise ValueError(f"rule {self.name!r}: '{part}' names no column")
+        return self
+
+
 class Schema(StrictModel):
     """The public schema of the raw table. Bins and value sets come from here, never from the data."""
 
     columns: list[ColumnSchema] = Field(min_length=1)
+    rules: list[RuleSchema] = Field(
+        default_factory=list, description="Public edit rules and structural zeros (docs/schema.md, 'Rules')."
+    )
 
     @field_validator("columns")
     @classmethod
@@ -137,6 +205,26 @@ class Schema(StrictModel):
         if duplicates:
             raise ValueError(f"column names must be unique; repeated: {duplicates}")
         return columns
+
+    @field_validator("rules")
+    @classmethod
+    def _rules_mean_something(cls, rules: list[RuleSchema], info: ValidationInfo) -> list[RuleSchema]:
+        """Rule names are unique, and the rules translate into satisfiable constraints over the columns."""
+        names = [rule.name for rule in rules]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"rule names must be unique; repeated: {duplicates}")
+        columns = info.data.get("columns")
+        if rules and columns:
+            from dqrelease.rules import constraints_from_rules  # the domain translation (imports the engine)
+
+            constraints_from_rules(columns, rules)  # raises ValueError naming the rule
+        return rules
+
+    @property
+    def has_rules(self) -> bool:
+        """Whether the schema declares any rule."""
+        return bool(self.rules)
 
     @property
     def names(self) -> list[str]:
