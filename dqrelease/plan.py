@@ -145,10 +145,12 @@ def plan_release(config: ReleaseConfig, *, n: int, workload: Workload) -> Releas
 
     Raises:
         ConfigInvalidError: If the parameters cannot meet the target or are inconsistent, or the mechanism
-            cannot run on the domain (MWEM's universe limit, randomized response's estimator noise).
+            cannot run on the domain (MWEM's universe limit, randomized response's estimator noise) or cannot keep
+            the schema's rules.
     """
     from dq_engine.errors import AccountingError, DQEngineError
     from dq_engine.public import PublicQuantities
+    from dqrelease.rules import config_constraints
 
     epsilon, delta = mechanism_budget(config)
     inputs = PlanInputs(
@@ -158,6 +160,7 @@ def plan_release(config: ReleaseConfig, *, n: int, workload: Workload) -> Releas
         ),
         mode=config.privacy.accounting,
         deterministic=config.run.seed_mode == "seeded",
+        constraints=config_constraints(config),  # the schema's rules: a mechanism that cannot keep them is refused
     )
     try:
         return plan_mechanism(config.mechanism, inputs)

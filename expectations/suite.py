@@ -20,6 +20,9 @@ Three suites:
   buckets) when ``numeric_values = "uniform"``, or equal to a bucket label (``"[17, 20)"``) when
   ``numeric_values = "bucket_label"``; NULL only in columns with a missing bucket.
 
+Both suites end with one expectation per public rule of the schema (:mod:`expectations.rules`): no row breaks
+it. Numeric columns a rule names get their derived number column too.
+
 Every expectation carries ``meta = {"schema_column": <declared column name>}`` so that failures are
 reported against the schema's names.
 """
@@ -32,6 +35,7 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 
 from dqrelease.errors import ConfigInvalidError
+from dqrelease.expectations.rules import rule_expectations, rule_number_columns
 from dqrelease.ingest import BASKET_COLUMNS
 from dqrelease.schema import BinaryColumn, CategoricalColumn, NumericColumn, Schema
 
@@ -84,7 +88,8 @@ def build_suite(schema: Schema, *, layout: Literal["wide", "baskets"] = "wide") 
     if layout == "baskets":
         return _basket_suite(schema)
     ranged = [c.name for c in schema.columns if isinstance(c, NumericColumn) and c.out_of_range == "error"]
-    expectations = _table_expectations(schema, ranged)
+    ruled = [name for name in rule_number_columns(schema, "raw") if name not in ranged]
+    expectations = _table_expectations(schema, [*ranged, *ruled])
     for column in schema.columns:
         if isinstance(column, CategoricalColumn):
             expectations.append(_in_set(column.name, [*column.values, *column.aliases]))
@@ -96,6 +101,7 @@ def build_suite(schema: Schema, *, layout: Literal["wide", "baskets"] = "wide") 
                 expectations.append(_in_range(column))
         if not column.nullable:
             expectations.append(_not_null(column.name))
+    expectations += rule_expectations(schema, "raw")
     return gx.ExpectationSuite(name="dqrelease-raw", expectations=expectations)
 
 
@@ -129,6 +135,7 @@ def build_published_suite(
             nullable = column.missing_bucket
         if not nullable:
             expectations.append(_not_null(column.name))
+    expectations += rule_expectations(schema, numeric_values)
     return gx.ExpectationSuite(name=f"dqrelease-published-{numeric_values}", expectations=expectations)
 
 

@@ -12,6 +12,10 @@ Invariants:
   each failed expectation: its type, the schema column and the number of unexpected rows. No value of the
   table is ever put in an exception, a failure record or a log message; GX exception texts (which may
   quote data) are dropped.
+* Rule expectations (:mod:`expectations.rules`) count the rows breaking each public rule. On the raw table those
+  counts are computed from private data (a count can equal a private ``n``): they are *returned* to the caller,
+  for the internal report only, and never put in a message or a failure record. A broken ``on_violation =
+  "fail"`` rule raises an error that names the rule alone.
 """
 
 from __future__ import annotations
@@ -41,10 +45,11 @@ MIN_ROWS_PER_CHUNK = 1024
 
 _RESULT_FORMAT = {"result_format": "BASIC", "partial_unexpected_count": 0, "include_unexpected_rows": False}
 _COLUMN_SET = "expect_table_columns_to_match_set"
+_ROW_COUNT = "expect_table_row_count_to_equal"
 _MESSAGE_FAILURES = 6
 
 
-def validate_table(con: duckdb.DuckDBPyConnection, table: str, schema: Schema, *, label: str) -> None:
+def validate_table(con: duckdb.DuckDBPyConnection, table: str, schema: Schema, *, label: str) -> dict[str, int]:
     """Validate ``table`` against the schema suite (:func:`expectations.suite.build_suite`).
 
     A long basket table (columns ``row_id, item`` with an all-binary schema) is validated with the basket
@@ -56,13 +61,18 @@ def validate_table(con: duckdb.DuckDBPyConnection, table: str, schema: Schema, *
         schema: The public schema.
         label: What the table is, for the message (e.g. ``"raw table"``).
 
+    Returns:
+        The number of rows breaking each public rule (INTERNAL: counts from the table; empty without rules).
+
     Raises:
         ValidationFailedError: With one failure record ``{expectation, column, unexpected_count}`` per failed
-            expectation (counts summed over the whole table); the message names them and no value.
+            expectation (counts summed over the whole table), and one record ``{expectation, column, rule}`` per
+            broken ``on_violation = "fail"`` rule (no count); the message names them and no value.
     """
     columns = [name for name, _ in table_columns(con, table)]
     layout = "baskets" if is_basket_table(columns, schema) else "wide"
-    _validate(con, table, build_suite(schema, layout=layout), label=label)
+    failing = {rule.name for rule in schema.rules if rule.on_violation == "fail"}
+    return _validate(con, table, build_suite(schema, layout=layout), label=label, failing_rules=failing)
 
 
 def validate_synthetic(
@@ -77,10 +87,14 @@ def validate_synthetic(
     With ``numeric_values = "uniform"`` the numbers must parse and lie in ``[first edge, last edge)``; with
     ``"bucket_label"`` they must be bucket labels. See :func:`expectations.suite.build_published_suite`.
 
+    Every public rule fails the release when a published row breaks it (whatever its ``on_violation``: that
+    only governs the raw table); the synthetic table is the mechanism's output, so its counts may be shown.
+
     Raises:
         ValidationFailedError: As :func:`validate_table`.
     """
-    _validate(con, table, build_published_suite(schema, numeric_values=numeric_values), label="synthetic table")
+    suite = build_published_suite(schema, numeric_values=numeric_values)
+    _validate(con, table, suite, label="synthetic table", failing_rules={r.name for r in schema.rules}, public=True)
 
 
 # ---------------------------------------------------------------------- engine
@@ -93,30 +107,57 @@ def _batch_definition() -> Any:
     return asset.add_batch_definition_whole_dataframe("chunk")
 
 
-def _validate(con: duckdb.DuckDBPyConnection, table: str, suite: gx.ExpectationSuite, *, label: str) -> None:
+def _validate(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    suite: gx.ExpectationSuite,
+    *,
+    label: str,
+    failing_rules: set[str] | None = None,
+    public: bool = False,
+) -> dict[str, int]:
+    """Validate chunk by chunk; return the rows breaking each rule; raise on failures and broken failing rules.
+
+    ``public`` (the synthetic table only) lets the message show how many rows break a rule.
+    """
     columns = [name for name, _ in table_columns(con, table)]
-    numbers = [e.meta["number_of"] for e in suite.expectations if "number_of" in (e.meta or {})]
+    numbers = list(dict.fromkeys(_derived_numbers(suite)))
     numbers = [name for name in numbers if name in columns]
     rows_per_chunk = max(MIN_ROWS_PER_CHUNK, CELLS_PER_CHUNK // (len(columns) + len(numbers)))
     tally: dict[tuple[str, str], int] = {}
+    broken = {e.meta["rule"]: 0 for e in suite.expectations if "rule" in (e.meta or {})}
     chunks = 0
     for batch in stream_batches(con, "validation_frame", params={"table": table}, batch_size=rows_per_chunk):
         results = _validate_frame(suite, _frame(batch, numbers))
         if chunks == 0:
             _raise_on_column_mismatch(results, label)
-        _count(results, tally)
+        _count(results, tally, broken)
         chunks += 1
     if chunks == 0:
         empty = pd.DataFrame({name: pd.Series([], dtype=object) for name in columns})
         results = _validate_frame(suite, _with_numbers(empty, numbers))
         _raise_on_column_mismatch(results, label)
-        _count(results, tally)
-    if tally:
-        failures = [
-            {"expectation": expectation, "column": column, "unexpected_count": str(count)}
-            for (expectation, column), count in tally.items()
-        ]
-        raise ValidationFailedError(_message(label, failures), failures)
+        _count(results, tally, broken)
+    failures = [
+        {"expectation": expectation, "column": column, "unexpected_count": str(count)}
+        for (expectation, column), count in tally.items()
+    ]
+    rules = [name for name, count in broken.items() if count and name in (failing_rules or set())]
+    if failures or rules:
+        failures += [{"expectation": _ROW_COUNT, "column": "(rules)", "rule": name} for name in rules]
+        counts = {name: broken[name] for name in rules} if public else None
+        raise ValidationFailedError(_message(label, failures, counts), failures)
+    return broken
+
+
+def _derived_numbers(suite: gx.ExpectationSuite) -> list[str]:
+    """Numeric columns whose derived ``"<name> (as number)"`` column some expectation reads."""
+    names: list[str] = []
+    for expectation in suite.expectations:
+        meta = expectation.meta or {}
+        names += [meta["number_of"]] if "number_of" in meta else []
+        names += list(meta.get("numbers_of") or [])
+    return names
 
 
 def _validate_frame(suite: gx.ExpectationSuite, frame: pd.DataFrame) -> list[Any]:
@@ -167,7 +208,7 @@ def _schema_names(names: Iterable[str]) -> list[str]:
     return out
 
 
-def _count(results: Iterable[Any], tally: dict[tuple[str, str], int]) -> None:
+def _count(results: Iterable[Any], tally: dict[tuple[str, str], int], broken: dict[str, int]) -> None:
     for result in results:
         config = result.expectation_config
         column = (config.meta or {}).get("schema_column") or config.kwargs.get("column") or "(table)"
@@ -176,6 +217,10 @@ def _count(results: Iterable[Any], tally: dict[tuple[str, str], int]) -> None:
                 f"Great Expectations could not evaluate {config.type} on column {column!r}; this is a bug in the "
                 "suite or the validation frame (the exception text is withheld because it may quote data)"
             )
+        rule = (config.meta or {}).get("rule")
+        if rule is not None:  # rows breaking a public rule: the observed row count under its condition
+            broken[rule] += int(result.result.get("observed_value") or 0)
+            continue
         if result.success:
             continue
         count = int(result.result.get("unexpected_count") or 0) if config.type != _COLUMN_SET else 1
@@ -193,14 +238,24 @@ def _raised(info: Any) -> bool:
     return any(isinstance(v, dict) and v.get("raised_exception") for v in info.values())
 
 
-def _message(label: str, failures: list[dict[str, str]]) -> str:
-    shown = [
-        f"{f['expectation']} on {f['column']!r}"
-        + ("" if f["column"] == "(table)" else f" ({f['unexpected_count']} rows)")
-        for f in failures[:_MESSAGE_FAILURES]
-    ]
+def _message(label: str, failures: list[dict[str, str]], rule_counts: dict[str, int] | None = None) -> str:
+    """The one-line message; a broken rule is named alone unless ``rule_counts`` (public counts) are given."""
+    shown = []
+    for f in failures[:_MESSAGE_FAILURES]:
+        if "rule" in f:
+            count = f" ({rule_counts[f['rule']]} rows)" if rule_counts is not None else ""
+            shown.append(f"rule {f['rule']!r}{count}")
+        else:
+            shown.append(
+                f"{f['expectation']} on {f['column']!r}"
+                + ("" if f["column"] == "(table)" else f" ({f['unexpected_count']} rows)")
+            )
     more = f" and {len(failures) - _MESSAGE_FAILURES} more" if len(failures) > _MESSAGE_FAILURES else ""
+    rules = any("rule" in f for f in failures)
+    fix = "fix the data or the schema file" + (
+        " (or set a raw-table rule's on_violation = 'report')" if rules and rule_counts is None else ""
+    )
     return (
         f"{label} failed {len(failures)} expectation(s) of the schema suite: {', '.join(shown)}{more}; "
-        "fix the data or the schema file (values are not shown: they are private)"
+        f"{fix} (values are not shown: they are private)"
     )

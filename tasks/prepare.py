@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from prefect import task
@@ -12,12 +13,16 @@ from dqrelease.discretize import discretize
 from dqrelease.errors import ValidationFailedError
 from dqrelease.expectations.validate import validate_table
 from dqrelease.ingest import ingest_source
+from dqrelease.rules import rule_actions
 from dqrelease.runs import RunContext
 from dqrelease.schema import Schema, load_schema
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 from dqrelease.warehouse import connect
 
 RAW_TABLE = "raw"
+
+RAW_RULE_REPORT = "raw_rule_violations.json"
+"""INTERNAL file (beside the error report and the manifest) with the raw rows breaking each public rule."""
 
 
 @task(name="load-config", **TASK_OPTIONS)
@@ -38,9 +43,23 @@ def ingest_raw(config: ReleaseConfig, schema: Schema, run: RunContext) -> int:
 @task(name="validate-raw", **TASK_OPTIONS)
 @private_errors
 def validate_raw(config: ReleaseConfig, schema: Schema, run: RunContext, rows: int) -> None:
-    """Run the schema's expectation suite on the raw table; check the declared public n."""
+    """Run the schema's expectation suite on the raw table; check the declared public n.
+
+    A broken ``on_violation = "fail"`` rule stops the run here, before any charge, naming the rule only. The rows
+    breaking each rule are counted into the INTERNAL :data:`RAW_RULE_REPORT` (never logged: a count can equal a
+    private ``n``).
+    """
     with connect(run.database) as con:
-        validate_table(con, RAW_TABLE, schema, label="raw table")
+        broken = validate_table(con, RAW_TABLE, schema, label="raw table")
+    if schema.rules:
+        actions = rule_actions(schema)
+        report = {
+            "internal": "INTERNAL: counts of raw rows taken from the private table; do not publish",
+            "rules": [{"rule": name, "on_violation": actions[name], "raw_rows_breaking": count}
+                      for name, count in broken.items()],
+        }
+        run.staging_internal.mkdir(parents=True, exist_ok=True)
+        (run.staging_internal / RAW_RULE_REPORT).write_text(json.dumps(report, indent=2) + "\n")
     declared = config.privacy.n
     if declared != "noisy" and declared != rows:
         raise ValidationFailedError(

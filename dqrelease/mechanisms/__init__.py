@@ -10,10 +10,12 @@ add that object to :data:`MECHANISMS` (``docs/engine.md``, "Adding a mechanism")
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 from pydantic import Field
 
+from dqrelease.errors import ConfigInvalidError
 from dqrelease.mechanisms.base import Mechanism, MechanismKeys, PlanInputs, ReleasePlan, RunInputs
 from dqrelease.mechanisms.dualquery import DQRS, DUALQUERY, DQRSKeys, DualQueryKeys
 from dqrelease.mechanisms.games import FEM, SEPFEM, FEMKeys, SepFEMKeys
@@ -59,10 +61,27 @@ def mechanism(name: str) -> Mechanism:
 
 
 def plan_mechanism(keys: MechanismKeys, inputs: PlanInputs) -> ReleasePlan:
-    """Plan ``keys.name`` from public quantities only (engine errors propagate; callers name the section)."""
-    return mechanism(keys.name).plan(keys, inputs)
+    """Plan ``keys.name`` from public quantities only (engine errors propagate; callers name the section).
+
+    Raises:
+        ConfigInvalidError: The schema has rules and the mechanism cannot enforce them (names those that can).
+    """
+    chosen = mechanism(keys.name)
+    constraints = inputs.constraints if inputs.constraints is not None and len(inputs.constraints) else None
+    if constraints is not None and not chosen.enforces_constraints:
+        able = ", ".join(m.name for m in MECHANISMS.values() if m.enforces_constraints)
+        raise ConfigInvalidError(
+            f"mechanism {chosen.name!r} cannot keep the schema's rules ({', '.join(constraints.rule_names)}): it "
+            f"would publish records that break them; use one of {able}, or remove the rules"
+        )
+    return dataclasses.replace(chosen.plan(keys, inputs), constraints=constraints)
 
 
 def run_mechanism(plan: ReleasePlan, inputs: RunInputs) -> Any:
-    """Run the mechanism a plan describes on the private data; returns its ``SynthesisResult``."""
+    """Run the mechanism a plan describes on the private data; returns its ``SynthesisResult``.
+
+    The plan's public rules reach the engine through :attr:`RunInputs.constraints` (unless the inputs carry them).
+    """
+    if inputs.constraints is None and plan.constraints is not None:
+        inputs = dataclasses.replace(inputs, constraints=plan.constraints)
     return mechanism(plan.mechanism).run(plan, inputs)

@@ -7,7 +7,9 @@ A :class:`Mechanism` bundles
 * ``plan`` -- the rule from public quantities (:class:`PlanInputs`: the public ``n``, the target (ε, δ), the
   domain, the workload's size, the accounting mode) to the engine's parameters and the privacy events, as a
   :class:`ReleasePlan`; it never sees private data;
-* ``run`` -- the engine call that executes a plan on the private data.
+* ``run`` -- the engine call that executes a plan on the private data;
+* ``enforces_constraints`` -- whether every record it publishes keeps the schema's public rules
+  (:mod:`dqrelease.rules`). A mechanism that cannot is refused at plan time when the schema has rules.
 
 The registry (:mod:`dqrelease.mechanisms`) is the only place that lists mechanisms; ``plan``, ``run``, the docs
 generator and ``bench/mechanisms.py`` all read it. Heavy engine modules are imported inside ``plan`` and ``run``
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from dq_engine.accounting import ComposedCost, PrivacyEvent
+    from dq_engine.constraints import Constraints
     from dq_engine.data import Dataset
     from dq_engine.oracle import OracleConfig
     from dq_engine.public import PublicQuantities
@@ -102,11 +105,13 @@ class PlanInputs:
         public: The public ``n``, the mechanism's target (ε, δ), the domain and the workload's size.
         mode: The accounting mode charged to the ledger (``tight`` or ``paper``).
         deterministic: Seeded run: the oracle must be reproducible.
+        constraints: The schema's public rules over the domain, or None when it declares none.
     """
 
     public: PublicQuantities
     mode: Literal["tight", "paper"]
     deterministic: bool
+    constraints: Constraints | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +128,7 @@ class ReleasePlan:
         mode: The accounting mode charged to the ledger.
         progress_rounds: Rounds the mechanism reports progress for (0: no per-round progress).
         notes: Plain-language notes on how the rule chose the parameters.
+        constraints: The schema's public rules the run must keep (from :class:`PlanInputs`), or None.
     """
 
     mechanism: str
@@ -134,6 +140,7 @@ class ReleasePlan:
     mode: str
     progress_rounds: int = 0
     notes: list[str] = field(default_factory=list)
+    constraints: Constraints | None = None
 
     @property
     def charged(self) -> ComposedCost:
@@ -169,6 +176,7 @@ class RunInputs:
         progress: Per-round callback (only public diagnostics are forwarded to logs and the UI).
         true_answers: Exact workload answers already computed (partitioned on a cluster), or None.
         dask_address: Scheduler address, when the run's parallel parts go to a Dask cluster.
+        constraints: The schema's public rules every published record keeps (the plan's when not given).
     """
 
     data: Dataset
@@ -177,6 +185,7 @@ class RunInputs:
     progress: Callable[[RoundDiagnostics], None] | None = None
     true_answers: np.ndarray | None = None
     dask_address: str | None = None
+    constraints: Constraints | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,6 +201,8 @@ class Mechanism:
         run: ``run(plan, inputs) -> SynthesisResult`` on the private data.
         needs_public_n: Refused with ``privacy.n = "noisy"``.
         has_oracle: Calls the best-response oracle (the report shows its solver statistics).
+        enforces_constraints: Every published record keeps the schema's rules (refused at plan time when the
+            schema has rules and this is False).
     """
 
     name: str
@@ -202,3 +213,4 @@ class Mechanism:
     run: Callable[[ReleasePlan, RunInputs], SynthesisResult]
     needs_public_n: bool = True
     has_oracle: bool = False
+    enforces_constraints: bool = False

@@ -160,18 +160,18 @@ def _run(plan: ReleasePlan, inputs: RunInputs):
 
     runner = dualquery if plan.mechanism == "dualquery" else dqrs
     return runner(inputs.data, inputs.workload, plan.engine_config, rng=inputs.rng, progress=inputs.progress,
-                  true_answers=inputs.true_answers)
+                  true_answers=inputs.true_answers, constraints=inputs.constraints)
 
 
 DUALQUERY = Mechanism(
     name="dualquery",
     summary="MW over the queries, one CP-SAT best-response record per round",
     reference="DualQuery (seed 000, Algorithm 2; Theorems 4.2/4.3)",
-    keys=DualQueryKeys, plan=_plan, run=_run, needs_public_n=False, has_oracle=True,
+    keys=DualQueryKeys, plan=_plan, run=_run, needs_public_n=False, has_oracle=True, enforces_constraints=True,
 )
 DQRS = Mechanism(
     name="dqrs",
     summary="DualQuery with rejection sampling: reuses samples across rounds",
     reference="DQRS (seed 004, Algorithm 4; Theorem 17)",
-    keys=DQRSKeys, plan=_plan, run=_run, needs_public_n=False, has_oracle=True,
+    keys=DQRSKeys, plan=_plan, run=_run, needs_public_n=False, has_oracle=True, enforces_constraints=True,
 )

@@ -122,11 +122,13 @@ def _run(plan: ReleasePlan, inputs: RunInputs):
     game = fem if plan.mechanism == "fem" else sepfem
     arguments = (inputs.data, inputs.workload, plan.engine_config)
     if inputs.dask_address is None:
-        return game(*arguments, rng=inputs.rng, progress=inputs.progress)
+        return game(*arguments, rng=inputs.rng, progress=inputs.progress, constraints=inputs.constraints)
     from dqrelease.cluster import dask_executor
 
     with dask_executor(inputs.dask_address) as executor:
-        return game(*arguments, rng=inputs.rng, progress=inputs.progress, executor=executor)
+        return game(
+            *arguments, rng=inputs.rng, progress=inputs.progress, executor=executor, constraints=inputs.constraints
+        )
 
 
 FEM = Mechanism(
@@ -136,11 +138,11 @@ FEM = Mechanism(
         "per-round samples"
     ),
     reference="FEM (seed 004, Algorithms 1-2)",
-    keys=FEMKeys, plan=_plan, run=_run, has_oracle=True,
+    keys=FEMKeys, plan=_plan, run=_run, has_oracle=True, enforces_constraints=True,
 )
 SEPFEM = Mechanism(
     name="sepfem",
     summary="FEM with Laplace-weighted separator queries as the perturbation",
     reference="sepFEM (seed 004, Algorithm 3)",
-    keys=SepFEMKeys, plan=_plan, run=_run, has_oracle=True,
+    keys=SepFEMKeys, plan=_plan, run=_run, has_oracle=True, enforces_constraints=True,
 )

@@ -107,7 +107,10 @@ def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
 def _run(plan: ReleasePlan, inputs: RunInputs):
     from dq_engine.mwem import mwem
 
-    result = mwem(inputs.data, inputs.workload, plan.engine_config, rng=inputs.rng, progress=inputs.progress)
+    result = mwem(
+        inputs.data, inputs.workload, plan.engine_config, rng=inputs.rng, progress=inputs.progress,
+        constraints=inputs.constraints,
+    )
     return dataclasses.replace(result, mechanism=plan.mechanism)  # 'mwem-particles' is the engine's sampled support
 
 
@@ -118,7 +121,7 @@ MWEM = Mechanism(
         "(use mwem-particles or dualquery)"
     ),
     reference="MWEM (Hardt, Ligett & McSherry 2012, Algorithm 1)",
-    keys=MWEMKeys, plan=_plan_mwem, run=_run,
+    keys=MWEMKeys, plan=_plan_mwem, run=_run, enforces_constraints=True,
 )
 MWEM_PARTICLES = Mechanism(
     name="mwem-particles",
@@ -127,5 +130,5 @@ MWEM_PARTICLES = Mechanism(
         "selections, Gaussian measurements, particles resampled and moved using only the noisy results"
     ),
     reference="MWEM (Hardt, Ligett & McSherry 2012) on resample-move particles",
-    keys=MWEMParticlesKeys, plan=_plan_particles, run=_run,
+    keys=MWEMParticlesKeys, plan=_plan_particles, run=_run, enforces_constraints=True,
 )

@@ -3,6 +3,10 @@
 Every record is kept or replaced by a uniform record of the domain; the ``n`` randomized records are
 published and the error report answers with seed 003's unbiased estimator. Refused at plan time where its
 estimates would be noise (:data:`RR_MAX_ESTIMATE_SD`) or its keep probability cannot be computed.
+
+It cannot keep the schema's public rules (``enforces_constraints = False``): a replaced record is uniform over
+the whole domain, and dropping or redrawing infeasible ones would change the distribution its unbiased estimator
+assumes. A schema with rules refuses it at plan time.
 """
 
 from __future__ import annotations
@@ -94,5 +98,5 @@ RANDOMIZED_RESPONSE = Mechanism(
         "report answers with the unbiased estimator; refused at plan time when that estimator would be noise"
     ),
     reference="mechanism E (seed 003)",
-    keys=RandomizedResponseKeys, plan=_plan, run=_run,
+    keys=RandomizedResponseKeys, plan=_plan, run=_run, enforces_constraints=False,
 )
