@@ -176,6 +176,34 @@ class Constraints:
                     changed = True
         return np.flatnonzero(inside)
 
+    @cached_property
+    def components(self) -> tuple[np.ndarray, ...]:
+        """The rule attributes split into groups no combination links (connected components, sorted).
+
+        Feasibility factorises over them: a record is feasible exactly when each component's values are, so a
+        sampler may redraw only the components a record breaks.
+        """
+        seen = np.zeros(len(self.domain), dtype=bool)
+        out = []
+        for attribute in self.attributes:
+            if not seen[attribute]:
+                component = self.closure(np.array([attribute]))
+                seen[component] = True
+                out.append(component)
+        return tuple(out)
+
+    def broken_components(self, codes: np.ndarray) -> np.ndarray:
+        """``(r, C)`` bool: record ``i`` breaks a combination inside component ``c`` of :attr:`components`."""
+        violated = self.violated(codes)
+        component_of = np.zeros(len(self.domain), dtype=np.int64)
+        for c, attributes in enumerate(self.components):
+            component_of[attributes] = c
+        owner = np.array([component_of[literals[0][0]] for _, literals in self.combinations], dtype=np.int64)
+        out = np.zeros((violated.shape[0], len(self.components)), dtype=bool)
+        for c in range(len(self.components)):
+            out[:, c] = violated[:, owner == c].any(axis=1)
+        return out
+
     def restrict(self, combinations: np.ndarray) -> Constraints:
         """The constraints made of the combinations with the given indices (same domain and witness)."""
         chosen = tuple(self.combinations[int(k)] for k in np.asarray(combinations, dtype=np.int64))

@@ -398,9 +398,10 @@ def sample_support(
     ``data.neighbouring``), clipped at 0 and normalised by the noisy total; with ``support_budget = 0`` every
     attribute is uniform.
 
-    With ``constraints`` (carrying a witness) the particles are feasible: an infeasible particle's rule attributes
-    are drawn again from ``P0`` (rejection: accepted particles follow ``P0`` conditioned on feasibility), at most
-    :data:`SUPPORT_REJECTION_TRIES` times, and the few still infeasible after that are repaired towards the witness.
+    With ``constraints`` (carrying a witness) the particles are feasible: the attributes of every rule component an
+    infeasible particle breaks are drawn again from ``P0`` (rejection: accepted particles follow ``P0`` conditioned
+    on feasibility), at most :data:`SUPPORT_REJECTION_TRIES` times, and the few still infeasible after that are
+    repaired towards the witness.
     """
     domain = data.domain
     used = np.unique(workload.marginals[workload.marginals >= 0])
@@ -433,17 +434,19 @@ SUPPORT_REJECTION_TRIES = 50
 def _feasible_particles(
     particles: np.ndarray, priors: list[np.ndarray], constraints: Constraints, rng: np.random.Generator
 ) -> np.ndarray:
-    """Redraw the rule attributes of infeasible particles from the prior, then repair the rest (see above)."""
-    rule_attributes = constraints.attributes
+    """Redraw the broken rule components of infeasible particles from the prior, then repair the rest (see above)."""
     bad = np.flatnonzero(~constraints.feasible(particles))
     for _ in range(SUPPORT_REJECTION_TRIES):
         if len(bad) == 0:
             return particles
-        for a in rule_attributes:
-            particles[bad, a] = rng.choice(len(priors[a]), size=len(bad), p=priors[a])
+        broken = constraints.broken_components(particles[bad])
+        for c, component in enumerate(constraints.components):
+            rows = bad[broken[:, c]]
+            for a in component:
+                particles[rows, a] = rng.choice(len(priors[a]), size=len(rows), p=priors[a])
         bad = bad[~constraints.feasible(particles[bad])]
     if len(bad):
-        particles[bad] = constraints.repair(particles[bad], constraints.witness_codes, rule_attributes)
+        particles[bad] = constraints.repair(particles[bad], constraints.witness_codes, constraints.attributes)
     return particles
 
 

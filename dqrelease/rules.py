@@ -184,6 +184,12 @@ def _numeric_codes(rule: str, column: object, text: str) -> set[int]:
         share = _bucket_share(wanted, low, high, integer=integer)
         if share == "partial":
             cut = _cut(wanted, low, high, integer=integer)
+            if cut is not None and cut in column.edges:  # an outer edge, opened by out_of_range = "clip"
+                aligned = f"'< {_fmt(high)}'" if not math.isfinite(low) else f"'>= {_fmt(low)}'"
+                raise ValueError(
+                    f"rule {rule!r}: {text!r} cuts bucket {column.labels[code]!r} of column {column.name!r}, which "
+                    f"holds [{_fmt(low)}, {_fmt(high)}) with out_of_range = 'clip'; write {aligned} for that bucket"
+                )
             clipped = f" (with out_of_range = 'clip' it holds [{_fmt(low)}, {_fmt(high)}))" if (
                 column.out_of_range == "clip" and not (math.isfinite(low) and math.isfinite(high))
             ) else ""

@@ -14,8 +14,9 @@
 The policy only fills attributes the oracle leaves unconstrained, so it never changes the objective.
 
 With public constraints (:class:`~dq_engine.constraints.Constraints`) the filled record stays feasible: the free
-attributes that some rule names are drawn again while the record breaks a rule (rejection, at most
-:data:`REJECTION_TRIES` draws: accepted draws follow the policy's distribution conditioned on feasibility), and a
+attributes of every rule component the record breaks (:attr:`~dq_engine.constraints.Constraints.components`: no
+rule links two of them, so feasibility factorises over them) are drawn again, at most :data:`REJECTION_TRIES`
+times (rejection: an accepted component follows the policy's distribution conditioned on feasibility), and a
 record still infeasible after that is repaired towards the oracle's record, which is feasible
 (:meth:`~dq_engine.constraints.Constraints.repair`).
 """
@@ -272,12 +273,19 @@ class FreeAttributeFiller:
         codes[free] = self._draw(free, rng)
         if self.constraints is None or self.constraints.feasible(codes):
             return codes
-        on_rule = free[np.isin(free, self.constraints.attributes)]  # the other free attributes cannot break a rule
+        constraints = self.constraints
+        is_free = np.zeros(len(self.domain), dtype=bool)
+        is_free[free] = True
+        free_in = [component[is_free[component]] for component in constraints.components]
         for _ in range(REJECTION_TRIES - 1):
-            codes[on_rule] = self._draw(on_rule, rng)
-            if self.constraints.feasible(codes):
+            broken = constraints.broken_components(codes)[0]
+            if not broken.any():
                 return codes
-        return self.constraints.repair(codes, reference, on_rule)
+            redraw = np.concatenate([free_in[c] for c in np.flatnonzero(broken)])
+            codes[redraw] = self._draw(redraw, rng)
+        if constraints.feasible(codes):
+            return codes
+        return constraints.repair(codes, reference, np.concatenate(free_in))
 
     def _draw(self, free: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One value per listed attribute, from the policy."""
