@@ -68,21 +68,30 @@ def error_report(
     run: RunContext,
     rng: np.random.Generator,
 ) -> dict[str, Any]:
-    """Write the INTERNAL error report (JSON, Markdown, HTML) and a Prefect summary artifact."""
+    """Write the INTERNAL error report (JSON, Markdown, HTML) and a Prefect summary artifact.
+
+    The report counts the published rows that break one of the schema's rules (``plan.constraints``).
+    """
     report = build_error_report(
         data=data, workload=workload, result=result, costs=plan.costs, published_codes=published_codes, rng=rng,
-        release_name=config.name, run_id=run.run_id, delta=mechanism_budget(config)[1],
+        release_name=config.name, run_id=run.run_id, delta=mechanism_budget(config)[1], accounting=plan.mode,
+        constraints=plan.constraints,
     )
     write_error_report(report, run.staging_internal)
     # Prefect gets only public facts (privacy spent, solver behaviour) and where the internal report is.
     table = [
-        {"accounting": mode, "epsilon": cost["epsilon"], "delta": cost["delta"], "rho": cost["rho"]}
+        {"accounting": mode, "charged": mode == plan.mode, "epsilon": cost["epsilon"], "delta": cost["delta"],
+         "rho": cost["rho"]}
         for mode, cost in report["privacy"].items()
     ]
     create_table_artifact(table, key="dqrelease-privacy-spent", description=f"privacy spent by run {run.run_id}")
+    solver = report["solver"]
+    statuses = "" if solver is None else "\n\nOracle calls by solver status: " + ", ".join(
+        f"{status} {count:,}" for status, count in sorted(solver["status_counts"].items(), key=lambda kv: -kv[1])
+    ) + "."
     create_markdown_artifact(
         f"Run `{run.run_id}`: the INTERNAL error report (not stored in Prefect) is at "
-        f"`{run.internal_dir / 'error_report.html'}`.\n\nOracle status counts: {report['solver']['status_counts']}.",
+        f"`{run.internal_dir / 'error_report.html'}`.{statuses}",
         key="dqrelease-error-report",
         description=INTERNAL_BANNER,
     )
