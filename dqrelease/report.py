@@ -539,9 +539,10 @@ def _html(document: _Document, title: str) -> str:
 
 
 # ---------------------------------------------------------------------- plots
-def _png(figure: Figure) -> str:
+def _png(figure: Figure, *, tight: bool = True) -> str:
+    """The figure as a base64 PNG; ``tight`` trims the margins (one more drawing pass)."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight" if tight else None)
     return base64.b64encode(buffer.getvalue()).decode()
 
 
@@ -586,8 +587,12 @@ def _columns_plot(columns: list[dict[str, Any]], evaluated: str) -> str | None:
     for axis in axes.ravel()[len(shown):]:
         axis.set_visible(False)
     axes.ravel()[0].legend(fontsize=7, loc="upper right")
-    figure.tight_layout()
-    return _png(figure)
+    # fixed spacing (room for the rotated value labels) instead of tight_layout: laying out thousands of tick
+    # labels twice took most of the report's time
+    height = 2.6 * rows
+    figure.subplots_adjust(left=0.05, right=0.99, top=1 - 0.35 / height, bottom=0.9 / height, wspace=0.22,
+                           hspace=0.85)
+    return _png(figure, tight=False)
 
 
 def _dominated(shares: list[float]) -> bool:
@@ -683,7 +688,6 @@ def _workload_plot(errors: dict[str, dict[str, float] | None]) -> str | None:
     left.set_yticks(y)
     left.set_yticklabels(labels, fontsize=8)
     left.invert_yaxis()
-    figure.tight_layout()
     return _png(figure)
 
 
@@ -701,7 +705,6 @@ def _rounds_plot(rounds: list[dict[str, Any]]) -> str | None:
         axis.set_yscale("log")
         axis.set_xlabel("round")
         axis.set_title(f"{key.replace('_', ' ')} of the records so far (log scale)", fontsize=9)
-    figure.tight_layout()
     return _png(figure)
 
 
