@@ -2,7 +2,8 @@
 
 Commands: ``run CONFIG``, ``plan CONFIG``, ``budget show`` / ``budget set-cap``, ``verify MANIFEST`` and
 ``serve CONFIG --cron``. Exit codes (see :class:`dqrelease.errors.ExitCode`): 0 success, 1 internal error,
-2 invalid config or schema, 3 validation failure, 4 budget refused, 5 verification mismatch.
+2 invalid config or schema, 3 validation failure, 4 budget refused, 5 verification mismatch, 6 replay refused,
+7 nothing to verify.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,9 +20,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dqrelease.errors import ExitCode, ReleaseError, VerificationError
+from dqrelease.errors import ExitCode, ReleaseError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Differentially private synthetic data releases.")
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success, 1 internal error, 2 invalid config or schema, 3 validation failure, 4 budget refused, "
+    "5 verification mismatch (a published file or a replay's output differs from the manifest), 6 replay refused "
+    "(config, schema, input files, code or package versions differ from the manifest; nothing was read), "
+    "7 nothing to verify (an unseeded release cannot be replayed)."
+)
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Differentially private synthetic data releases.",
+    epilog=EXIT_CODES_HELP,
+)
 budget_app = typer.Typer(no_args_is_help=True, help="Inspect and set privacy budgets in the ledger.")
 app.add_typer(budget_app, name="budget")
 console = Console(stderr=True)
@@ -87,9 +96,7 @@ def _load(config: Path):
     return loaded, load_schema(loaded.schema_file)
 
 
-def _run_release(
-    config: Path, *, seed: int | None, output: str | None, charge: bool, quiet: bool, dask: str | None = None
-) -> dict:
+def _run_release(config: Path, *, quiet: bool, dask: str | None = None) -> dict:
     _prefect_environment()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -108,7 +115,7 @@ def _run_release(
     progress.set_sink(sink)
     try:
         with bar:
-            return run_release(str(config), seed=seed, output_directory=output, charge=charge, dask_address=dask)
+            return run_release(str(config), dask_address=dask)
     finally:
         progress.clear_sink()
 
@@ -124,7 +131,7 @@ def run(
 ) -> None:
     """Run a release: ingest, validate, charge the budget, synthesize, publish."""
     with _exit_codes():
-        summary = _run_release(config, seed=None, output=None, charge=True, quiet=quiet, dask=dask)
+        summary = _run_release(config, quiet=quiet, dask=dask)
     out = Console()
     out.print(f"[green]release {summary['run_id']} published[/green]")
     out.print(f"  synthetic table: {summary['release']}  ({', '.join(summary['outputs'])})")
@@ -208,34 +215,42 @@ def budget_set_cap(
     Console().print(f"cap of {dataset}: epsilon={epsilon}, delta={delta}" + (f", rho={rho}" if rho else ""))
 
 
-@app.command()
-def verify(manifest: Annotated[Path, typer.Argument(help="internal/<run_id>/manifest.json of a seeded run.")]) -> None:
-    """Re-run a seeded release from its audit manifest and compare output hashes (charges nothing)."""
-    try:
-        record = json.loads(Path(manifest).read_text())
-        if not record.get("seeded") or not record.get("seed_file"):
-            raise VerificationError("only seeded releases can be verified; this manifest has no seed file")
-        seed_path = Path(record["seed_file"])
-        if not seed_path.is_file():
-            raise VerificationError(f"seed file {seed_path} not found; verify needs the restricted seed file")
-        seed = int(seed_path.read_text().strip())
-        with tempfile.TemporaryDirectory(prefix="dqrelease-verify-") as scratch:
-            summary = _run_release(Path(record["config_path"]), seed=seed, output=scratch, charge=False, quiet=True)
-        expected, actual = record["outputs"], summary["outputs"]
-        mismatches = []
-        for fmt, info in expected.items():
-            key = "content_sha256" if fmt == "duckdb" else "sha256"
-            if actual.get(fmt, {}).get(key) != info.get(key):
-                mismatches.append(fmt)
-        if mismatches:
-            raise VerificationError(f"re-run output differs for {', '.join(mismatches)}; the release is not reproduced")
-    except (typer.Exit, typer.BadParameter):
-        raise
-    except (FileNotFoundError, json.JSONDecodeError, KeyError):
-        _fail(VerificationError(f"cannot read manifest {manifest}; give internal/<run_id>/manifest.json"))
-    except Exception as error:  # every other error becomes an exit code with a safe message
-        _fail(error)
-    Console().print(f"[green]verified[/green]: {', '.join(f'{k}' for k in expected)} reproduced byte for byte")
+VERIFY_HELP = (
+    "Check a release against its audit manifest: the published files, then a replay that must reproduce them "
+    "byte for byte.\n\n"
+    "The replay re-runs a seeded release with its recorded seed. Before it reads any data it checks that the "
+    "config, schema, input files, code and package versions are the ones the manifest recorded, and refuses "
+    "otherwise (exit 6, naming what differs). It charges nothing, the noisy count included, and publishes nothing. "
+    "An unseeded release cannot be replayed (exit 7); a published file or a replayed output that differs from the "
+    "manifest is exit 5."
+)
+
+
+@app.command(help=VERIFY_HELP, epilog=EXIT_CODES_HELP)
+def verify(
+    manifest: Annotated[Path, typer.Argument(help="internal/<run_id>/manifest.json of the release.")],
+    release: Annotated[
+        Path | None, typer.Option(help="Published release directory (default: <output.directory>/releases/<run_id>).")
+    ] = None,
+) -> None:
+    """Check a release against its manifest: published files, then an uncharged replay (see VERIFY_HELP)."""
+    with _exit_codes():
+        from dqrelease.replay import check_published, compare_outputs, prepare_replay, read_manifest
+
+        record = read_manifest(manifest)
+        formats = check_published(record, release_dir=release)
+        Console().print(f"published files match the manifest: {', '.join(formats)}", markup=False, highlight=False)
+        prepare_replay(manifest)  # refuse before Prefect starts; the replay flow checks again before reading
+        _prefect_environment()
+        from dqrelease.flows.release import replay_release
+
+        summary = replay_release(str(manifest))
+        expected = {fmt: output.model_dump() for fmt, output in record.outputs.items()}
+        reproduced = compare_outputs(expected, summary["outputs"])
+    Console().print(
+        f"[green]verified[/green]: {', '.join(reproduced)} reproduced byte for byte by a replay "
+        "(nothing charged, nothing published)", highlight=False,
+    )
 
 
 @app.command()

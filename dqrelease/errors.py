@@ -14,7 +14,10 @@ __all__ = [
     "InternalError",
     "LedgerError",
     "LedgerLockedError",
+    "NothingToVerifyError",
     "ReleaseError",
+    "ReplayRefusedError",
+    "UnchargedRunError",
     "ValidationFailedError",
     "VerificationError",
 ]
@@ -29,6 +32,8 @@ class ExitCode(IntEnum):
     VALIDATION_FAILED = 3
     BUDGET_REFUSED = 4
     VERIFY_MISMATCH = 5
+    REPLAY_REFUSED = 6
+    NOTHING_TO_VERIFY = 7
 
 
 class ReleaseError(Exception):
@@ -60,9 +65,31 @@ class BudgetRefusedError(ReleaseError):
 
 
 class VerificationError(ReleaseError):
-    """A seeded re-run did not reproduce the manifest's output hashes."""
+    """Bytes differ from the manifest: a published file, or the output of a seeded replay."""
 
     exit_code = ExitCode.VERIFY_MISMATCH
+
+
+class ReplayRefusedError(ReleaseError):
+    """A replay was refused before it read the data.
+
+    The manifest cannot be read, or what the replay would run (config, schema, input files, code, package
+    versions, seed) differs from what the manifest recorded.
+    """
+
+    exit_code = ExitCode.REPLAY_REFUSED
+
+
+class NothingToVerifyError(ReleaseError):
+    """The manifest is of an unseeded release: its randomness was never recorded, so it cannot be replayed."""
+
+    exit_code = ExitCode.NOTHING_TO_VERIFY
+
+
+class UnchargedRunError(ReleaseError):
+    """A mechanism was asked to run on private data without a ledger charge or a checked replay behind it."""
+
+    exit_code = ExitCode.INTERNAL_ERROR
 
 
 class LedgerError(ReleaseError):

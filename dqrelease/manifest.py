@@ -3,9 +3,11 @@
 Two views are written:
 
 * ``internal/<run_id>/manifest.json`` (audit record, internal): config and its hash, hashes of the input
-  files and of the schema, package versions, git commit, privacy events and totals in both accounting
-  modes, the ledger charge, solver settings, output file hashes, and the path of the restricted seed file
-  (never the seed itself).
+  files (every file the ingest reads, glob patterns expanded) and of the schema, package versions, a hash
+  of the code, git commit, privacy events and totals in both accounting modes, the ledger charge, solver
+  settings, output file hashes, and the path of the restricted seed file (never the seed itself).
+  A replay (:mod:`dqrelease.replay`) refuses to run unless the config, schema, inputs, code and package
+  versions still have these hashes and versions.
 * ``releases/<run_id>/release.json`` (public): the same minus the input-file hashes. A hash of the private
   input is a deterministic function of the data; with all but one record known it would confirm a guess of
   the last one, so it never leaves the internal directory.
@@ -13,6 +15,10 @@ Two views are written:
 
 from __future__ import annotations
 
+import functools
+import glob
+import hashlib
+import importlib.util
 import json
 import platform
 import subprocess
@@ -22,12 +28,28 @@ from typing import Any
 
 from dqrelease.config import ReleaseConfig, config_hash, file_sha256
 
-__all__ = ["PACKAGES", "build_manifest", "git_commit", "package_versions", "write_json"]
+__all__ = [
+    "CODE_PACKAGES",
+    "PACKAGES",
+    "build_manifest",
+    "code_sha256",
+    "git_commit",
+    "input_files",
+    "input_hashes",
+    "package_versions",
+    "plan_fingerprint",
+    "write_json",
+]
 
 PACKAGES = (
     "dqrelease", "numpy", "pandas", "scipy", "ortools", "opendp", "duckdb", "pyarrow", "great_expectations",
     "prefect", "pydantic", "matplotlib",
 )
+
+CODE_PACKAGES = (
+    "dq_engine", "dqrelease", "dqrelease.expectations", "dqrelease.flows", "dqrelease.sql", "dqrelease.tasks",
+)
+"""Packages whose source files (``.py``, ``.sql``) make up :func:`code_sha256`."""
 
 
 def package_versions() -> dict[str, str]:
@@ -52,12 +74,44 @@ def git_commit(start: Path) -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
+@functools.cache
+def code_sha256() -> str:
+    """SHA-256 of the source files of :data:`CODE_PACKAGES`, each named by its package path.
+
+    The same code gives the same hash wherever it is installed (editable checkout or wheel). Computed once
+    per process: it describes the code this process loaded, even if the files change later.
+    """
+    files: dict[str, Path] = {}
+    for package in CODE_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        for root in (spec.submodule_search_locations or []) if spec is not None else []:
+            for path in Path(root).rglob("*"):
+                if path.suffix in (".py", ".sql") and "__pycache__" not in path.parts and path.is_file():
+                    files.setdefault(f"{package.replace('.', '/')}/{path.relative_to(root).as_posix()}", path)
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(f"{name}\0{file_sha256(files[name])}\n".encode())
+    return digest.hexdigest()
+
+
+def input_files(config: ReleaseConfig) -> list[Path]:
+    """Every file the ingest reads: ``source.paths`` with glob patterns expanded (sorted), and ``source.database``.
+
+    A path that names no existing file is left out (the ingest refuses it before reading anything).
+    """
+    files: list[Path] = []
+    for path in config.source.paths:
+        text = str(path)
+        matches = sorted(glob.glob(text, recursive=True)) if glob.has_magic(text) else [text]
+        files.extend(Path(match) for match in matches if Path(match).is_file())
+    if config.source.database is not None and Path(config.source.database).is_file():
+        files.append(Path(config.source.database))
+    return files
+
+
 def input_hashes(config: ReleaseConfig) -> dict[str, str]:
-    """SHA-256 of every input file (internal: see the module docstring)."""
-    paths = list(config.source.paths)
-    if config.source.database is not None:
-        paths.append(config.source.database)
-    return {str(p): file_sha256(p) for p in paths if Path(p).is_file()}
+    """SHA-256 of every input file, by path (internal: see the module docstring)."""
+    return {str(path): file_sha256(path) for path in input_files(config)}
 
 
 def build_manifest(
@@ -85,6 +139,7 @@ def build_manifest(
         "config": json.loads(config.model_dump_json(exclude={"run": {"seed"}})),
         "schema_sha256": file_sha256(config.schema_file),
         "packages": package_versions(),
+        "code_sha256": code_sha256(),
         "git_commit": git_commit(Path(__file__).parent),
         "privacy": plan,
         "ledger_charges": charges,
@@ -96,6 +151,11 @@ def build_manifest(
         manifest["input_sha256"] = input_hashes(config)
         manifest["seed_file"] = seed_file
     return manifest
+
+
+def plan_fingerprint(plan: dict[str, Any]) -> str:
+    """Canonical JSON of a plan's public dict, equal for ``ReleasePlan.as_dict()`` and its manifest record."""
+    return json.dumps(plan, default=str, sort_keys=True)
 
 
 def write_json(data: dict[str, Any], path: Path) -> Path:

@@ -9,12 +9,22 @@ staged files; a charge made before the failure stays (charges are never refunded
 ``release_many`` runs several releases in one flow: each is prepared and charged to its own ledger entry,
 then all mechanisms run at once on the task runner (a Dask cluster when ``dask_address`` is given).
 
+``replay_release`` re-runs a seeded release from its audit manifest (what ``dqrelease verify`` does): it is the
+only flow that runs a mechanism without a ledger charge, and it can only be driven by a manifest whose config,
+schema, input files, code and package versions pass :func:`dqrelease.replay.prepare_replay` before any data is
+read. It charges nothing (the noisy count included), publishes nothing and removes its scratch directory.
+
+Invariant: no flow here takes a switch that turns charging off, a seed, or a plan. The mechanism task runs only
+with a :class:`~dqrelease.grants.MechanismGrant`, issued after the ledger committed the run's charge or for a
+checked replay.
+
 Usable from other Prefect flows: ``from dqrelease.flows.release import release``. To run on Dask, call
 :func:`run_release` (or ``dqrelease run --dask ADDRESS``), which attaches a ``DaskTaskRunner``.
 """
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +35,9 @@ from prefect import flow
 from dq_engine import Dataset, SynthesisResult, Workload, make_rng
 from dq_engine.rng import spawn
 from dqrelease.config import ReleaseConfig
+from dqrelease.grants import MechanismGrant, grant_after_charge, grant_for_replay
 from dqrelease.mechanisms import ReleasePlan
+from dqrelease.replay import check_inputs_unchanged, prepare_replay
 from dqrelease.runs import RunContext, new_run, run_seed
 from dqrelease.schema import Schema
 from dqrelease.tasks.outputs import (
@@ -37,11 +49,14 @@ from dqrelease.tasks.outputs import (
     write_manifests,
 )
 from dqrelease.tasks.prepare import discretize_raw, ingest_raw, load_release_config, validate_raw
-from dqrelease.tasks.privacy import charge_budget, count_records, plan_privacy, workload_from_config
+from dqrelease.tasks.privacy import charge_budget, count_records, plan_privacy, replay_count, workload_from_config
 from dqrelease.tasks.synthesize import answer_partition, synthesize
 
 ANSWER_PARTITIONS = 8
 """Marginal blocks the workload is split into for answering on a cluster."""
+
+STREAMS = ("count", "mechanism", "decode", "report")
+"""The independent random streams of a run, spawned in this order from the run's seed."""
 
 
 @dataclass(kw_only=True)
@@ -52,39 +67,55 @@ class _Prepared:
     config: ReleaseConfig
     schema: Schema
     workload: Workload
-    plan: ReleasePlan
+    grant: MechanismGrant
     run: RunContext
     data: Dataset
     receipts: list[dict[str, Any]]
     seed_file: str | None
     rngs: dict[str, np.random.Generator]
 
+    @property
+    def plan(self) -> ReleasePlan:
+        """The plan the charge paid for."""
+        return self.grant.plan
 
-def _prepare(config_path: str, *, seed: int | None, output_directory: str | None, charge: bool) -> _Prepared:
+
+def _streams(seed: int) -> dict[str, np.random.Generator]:
+    """Independent streams per stage, so the result does not depend on where each stage runs."""
+    return dict(zip(STREAMS, spawn(make_rng(seed), len(STREAMS)), strict=True))
+
+
+def _read_private(config: ReleaseConfig, schema: Schema, run: RunContext) -> Dataset:
+    """Ingest, validate and discretize the private table (marked with the config's neighbouring relation)."""
+    rows = ingest_raw(config, schema, run)
+    validate_raw(config, schema, run, rows)
+    return discretize_raw(schema, run).with_neighbouring(config.privacy.neighbouring)
+
+
+def _prepare(config_path: str, *, output_directory: str | None) -> _Prepared:
     config, schema = load_release_config(config_path)
     workload = workload_from_config(config, schema)
     plan = plan_privacy(config, int(config.privacy.n), workload) if config.privacy.n != "noisy" else None
     run = new_run(config, output=Path(output_directory) if output_directory else None)
     try:
-        used_seed = seed if seed is not None else run_seed(config)
-        # independent streams per stage, so the result does not depend on where each stage runs
-        rngs = dict(zip(("count", "mechanism", "decode", "report"), spawn(make_rng(used_seed), 4), strict=True))
-        seed_file = str(run.write_seed(used_seed)) if run.seeded and seed is None else None
-        rows = ingest_raw(config, schema, run)
-        validate_raw(config, schema, run, rows)
-        data = discretize_raw(schema, run)
+        seed = run_seed(config)
+        rngs = _streams(seed)
+        seed_file = str(run.write_seed(seed)) if run.seeded else None
+        data = _read_private(config, schema, run)
         receipts = []
         if plan is None:  # n is private: charge and release a noisy count, then plan with its lower bound
             count_receipt, n_plan = count_records(config, data, run, rngs["count"])
             receipts.append(count_receipt)
             plan = plan_privacy(config, n_plan, workload)
-        if charge:
-            receipts.append(charge_budget(config, plan, run))
+        receipts.append(charge_budget(config, plan, run))
+        grant = grant_after_charge(
+            config=config, plan=plan, workload=workload, receipt=receipts[-1], run_id=run.run_id
+        )
     except BaseException:
         run.abandon()
         raise
     return _Prepared(
-        config_path=config_path, config=config, schema=schema, workload=workload, plan=plan, run=run, data=data,
+        config_path=config_path, config=config, schema=schema, workload=workload, grant=grant, run=run, data=data,
         receipts=receipts, seed_file=seed_file, rngs=rngs,
     )
 
@@ -118,33 +149,30 @@ def _finish(prepared: _Prepared, result: SynthesisResult) -> dict[str, Any]:
 def release(
     config_path: str,
     *,
-    seed: int | None = None,
     output_directory: str | None = None,
-    charge: bool = True,
     dask_address: str | None = None,
 ) -> dict[str, Any]:
-    """Run one release.
+    """Run one release; its cost is charged to the ledger before the mechanism reads the data.
+
+    There is no way to turn the charge off: the one uncharged run is a replay (:func:`replay_release`).
 
     Args:
         config_path: Path of the release TOML file.
-        seed: Seed override (used by ``dqrelease verify`` to replay a seeded release); None = the config's.
-        output_directory: Override of ``output.directory`` (``verify`` writes into a scratch directory).
-        charge: Charge the ledger. Only ``verify`` turns this off: its replay reproduces an output that was
-            already charged and publishes nothing.
+        output_directory: Override of ``output.directory``.
         dask_address: Scheduler address when the flow's task runner is a ``DaskTaskRunner`` (set by
             :func:`run_release`): answering and the mechanism are then submitted to the cluster.
 
     Returns:
         Public summary: run id, directories, output hashes, privacy cost charged.
     """
-    prepared = _prepare(config_path, seed=seed, output_directory=output_directory, charge=charge)
+    prepared = _prepare(config_path, output_directory=output_directory)
     try:
         if dask_address is None:
-            result = synthesize(prepared.plan, prepared.data, prepared.workload, prepared.rngs["mechanism"])
+            result = synthesize(prepared.grant, prepared.data, prepared.workload, prepared.rngs["mechanism"])
         else:
             answers = _answers_on_cluster(prepared)
             result = synthesize.submit(
-                prepared.plan, prepared.data, prepared.workload, prepared.rngs["mechanism"], answers, dask_address
+                prepared.grant, prepared.data, prepared.workload, prepared.rngs["mechanism"], answers, dask_address
             ).result()
         return _finish(prepared, result)
     except BaseException:
@@ -163,9 +191,9 @@ def release_many(config_paths: list[str], *, dask_address: str | None = None) ->
     prepared: list[_Prepared] = []
     try:
         for path in config_paths:
-            prepared.append(_prepare(path, seed=None, output_directory=None, charge=True))
+            prepared.append(_prepare(path, output_directory=None))
         futures = [
-            synthesize.submit(p.plan, p.data, p.workload, p.rngs["mechanism"], None, dask_address) for p in prepared
+            synthesize.submit(p.grant, p.data, p.workload, p.rngs["mechanism"], None, dask_address) for p in prepared
         ]
         return [_finish(p, future.result()) for p, future in zip(prepared, futures, strict=True)]
     except BaseException:
@@ -174,7 +202,9 @@ def release_many(config_paths: list[str], *, dask_address: str | None = None) ->
         raise
 
 
-def run_release(config_path: str, *, dask_address: str | None = None, **options: Any) -> dict[str, Any]:
+def run_release(
+    config_path: str, *, dask_address: str | None = None, output_directory: str | None = None
+) -> dict[str, Any]:
     """Run :func:`release`, on a Dask cluster when ``dask_address`` (or the config's ``run.dask_address``) is set.
 
     ``dask_address`` is ``local`` / ``local:N`` (a cluster of N worker processes started here) or a scheduler
@@ -182,11 +212,51 @@ def run_release(config_path: str, *, dask_address: str | None = None, **options:
     """
     address = dask_address or load_release_config.fn(config_path)[0].run.dask_address
     if address is None:
-        return release(config_path, **options)
+        return release(config_path, output_directory=output_directory)
     from prefect_dask import DaskTaskRunner
 
     from dqrelease.cluster import dask_scheduler
 
     with dask_scheduler(address) as scheduler:
         flow_on_dask = release.with_options(task_runner=DaskTaskRunner(address=scheduler))
-        return flow_on_dask(config_path, dask_address=scheduler, **options)
+        return flow_on_dask(config_path, dask_address=scheduler, output_directory=output_directory)
+
+
+@flow(name="dqrelease-replay", persist_result=False, validate_parameters=False)
+def replay_release(manifest_path: str) -> dict[str, Any]:
+    """Re-run a seeded release from its audit manifest: uncharged, unpublished, in a removed scratch directory.
+
+    Before any data is read, :func:`~dqrelease.replay.prepare_replay` checks the manifest against the config,
+    schema, input files, code and package versions; after the ingest the input files are hashed again. The
+    noisy count (``n = "noisy"``) is drawn again from the recorded seed without a charge, and the mechanism
+    runs only if the replay's plan is the recorded one. Nothing is written to the ledger, ``releases/`` or
+    ``internal/``; no error report or manifest is made.
+
+    Args:
+        manifest_path: ``internal/<run_id>/manifest.json`` of a seeded release (the only input: the seed comes
+            from its restricted seed file and never becomes a flow parameter).
+
+    Returns:
+        ``{"run_id": ..., "outputs": {format: {path, sha256[, content_sha256]}}}`` of the replay (compare with
+        :func:`dqrelease.replay.compare_outputs`).
+
+    Raises:
+        NothingToVerifyError: The release was unseeded.
+        ReplayRefusedError: Anything differs from the manifest.
+    """
+    target = prepare_replay(Path(manifest_path))
+    config, schema = target.config, target.schema
+    workload = workload_from_config(config, schema)
+    with tempfile.TemporaryDirectory(prefix="dqrelease-replay-") as scratch:
+        run = new_run(config, output=Path(scratch))
+        rngs = _streams(target.seed)
+        data = _read_private(config, schema, run)
+        check_inputs_unchanged(target)
+        n = int(config.privacy.n) if config.privacy.n != "noisy" else replay_count(target, data, rngs["count"])
+        plan = plan_privacy(config, n, workload)
+        grant = grant_for_replay(target=target, plan=plan, run_id=run.run_id)
+        result = synthesize(grant, data, workload, rngs["mechanism"])
+        _, frame = decode_synthetic(config, schema, result, plan, rngs["decode"])
+        check_synthetic(config, schema, frame)
+        outputs = stage_outputs(config, frame, run)
+    return {"run_id": target.run_id, "outputs": outputs}

@@ -10,9 +10,11 @@ from prefect import get_run_logger, task
 from dq_engine import Dataset, Workload
 from dqrelease.config import ReleaseConfig, config_hash
 from dqrelease.discretize import domain_from_schema
+from dqrelease.errors import UnchargedRunError
 from dqrelease.ledger import Ledger
 from dqrelease.mechanisms import ReleasePlan
 from dqrelease.plan import build_workload, count_event, plan_release, planning_n
+from dqrelease.replay import ReplayTarget
 from dqrelease.runs import RunContext
 from dqrelease.schema import Schema
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
@@ -72,5 +74,27 @@ def count_records(
         mode=config.privacy.accounting, mechanism="laplace-count", config_hash=config_hash(config),
         run_id=run.run_id, note=f"noisy record count for release {config.name}",
     )
-    noisy = data.n + rng.laplace(0.0, 1.0 / event.epsilon)
-    return receipt.as_dict(), planning_n(config, noisy)
+    return receipt.as_dict(), _noisy_planning_n(config, data, rng)
+
+
+@task(name="replay-noisy-count", **TASK_OPTIONS)
+@private_errors
+def replay_count(target: ReplayTarget, data: Dataset, rng: np.random.Generator) -> int:
+    """The planning ``n`` of a replay: the release's noisy count drawn again from its seeded stream, uncharged.
+
+    Only a checked replay may draw it (the release paid for this draw; the replay reproduces it exactly).
+
+    Raises:
+        UnchargedRunError: ``target`` is not the :class:`~dqrelease.replay.ReplayTarget` of a checked manifest.
+    """
+    if not isinstance(target, ReplayTarget):
+        raise UnchargedRunError(
+            "an uncharged noisy count is only a replay's: pass dqrelease.replay.prepare_replay(manifest)"
+        )
+    return _noisy_planning_n(target.config, data, rng)
+
+
+def _noisy_planning_n(config: ReleaseConfig, data: Dataset, rng: np.random.Generator) -> int:
+    """Draw the noisy record count and return its planning ``n`` (the one draw a release and its replay share)."""
+    noisy = data.n + rng.laplace(0.0, 1.0 / count_event(config).epsilon)
+    return planning_n(config, noisy)

@@ -12,7 +12,8 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from dq_engine import Dataset, RoundDiagnostics, SynthesisResult, Workload, answer_workload
 from dqrelease import progress
-from dqrelease.mechanisms import ReleasePlan, RunInputs, run_mechanism
+from dqrelease.grants import MechanismGrant, granted_plan
+from dqrelease.mechanisms import RunInputs, run_mechanism
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 
 
@@ -26,14 +27,29 @@ def answer_partition(data: Dataset, workload: Workload) -> np.ndarray:
 @task(name="synthesize", **TASK_OPTIONS)
 @private_errors
 def synthesize(
-    plan: ReleasePlan,
+    grant: MechanismGrant,
     data: Dataset,
     workload: Workload,
     rng: np.random.Generator,
     true_answers: np.ndarray | None = None,
     dask_address: str | None = None,
 ) -> SynthesisResult:
-    """Run the planned mechanism on the private data."""
+    """Run the granted plan on the private data.
+
+    Args:
+        grant: From :func:`~dqrelease.grants.grant_after_charge` (the run's charge is in the ledger) or
+            :func:`~dqrelease.grants.grant_for_replay`; anything else (a bare plan) is refused before the data
+            is touched.
+        data: The private dataset.
+        workload: The public workload.
+        rng: The mechanism's generator.
+        true_answers: Exact answers already computed on a cluster, or None.
+        dask_address: Scheduler address when parallel parts go to a Dask cluster.
+
+    Raises:
+        UnchargedRunError: ``grant`` is not a :class:`~dqrelease.grants.MechanismGrant`.
+    """
+    plan = granted_plan(grant)
     logger = get_run_logger()
     total = plan.progress_rounds
     artifact = create_progress_artifact(0.0, description=f"{plan.mechanism}: rounds completed (%)")
@@ -45,8 +61,8 @@ def synthesize(
         if diagnostics.round % step == 0 or diagnostics.round == total:
             update_progress_artifact(artifact, 100.0 * diagnostics.round / total)
             logger.info(
-                "round %d/%d: oracle %s (%s), %.2fs", diagnostics.round, total, diagnostics.source,
-                diagnostics.status, diagnostics.round_seconds,
+                "round %d/%d: %s, %.2fs", diagnostics.round, total, progress.describe_round(public),
+                diagnostics.round_seconds,
             )
 
     inputs = RunInputs(
