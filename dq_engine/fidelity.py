@@ -35,7 +35,8 @@ Everything here is computed on the true data: it is **internal** and must never 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
@@ -206,13 +207,11 @@ class FidelityReference:
     tables: list[np.ndarray]
     workload: Workload | None = None
     answers: np.ndarray | None = None
-    _workload_index: list[MarginalIndex] = field(default_factory=list, repr=False)
 
+    @cached_property
     def workload_index(self) -> MarginalIndex:
         """The workload's cell layout (built on first use)."""
-        if not self._workload_index:
-            self._workload_index.append(MarginalIndex(self.workload))
-        return self._workload_index[0]
+        return MarginalIndex(self.workload)
 
 
 def fidelity_reference(
@@ -366,7 +365,7 @@ def _workload_answers(
     A workload marginal that is also a compared marginal (e.g. every 1-way and 2-way marginal of the default
     workload) is read from the table already built instead of being counted again.
     """
-    index = reference.workload_index()
+    index = reference.workload_index
     compared = reference.marginals.index
     position = {tuple(attrs.tolist()): m for m, attrs in enumerate(compared.attributes)}
     probabilities = mass / mass.sum()
@@ -441,7 +440,9 @@ def evaluate_answers(reference: FidelityReference, answers: np.ndarray, *, label
     return Fidelity(label=label, workload=_workload_figures(reference, answers), answers=answers)
 
 
-def _evaluate_tables(reference: FidelityReference, tables: list[np.ndarray], answers: np.ndarray | None, label: str):
+def _evaluate_tables(
+    reference: FidelityReference, tables: list[np.ndarray], answers: np.ndarray | None, label: str
+) -> Fidelity:
     one_way, worst, where, two_way = _compare_tables(reference, tables)
     return Fidelity(
         label=label, one_way_tvd=one_way, one_way_worst_cell=worst, one_way_worst_value=where, two_way_tvd=two_way,

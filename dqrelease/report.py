@@ -47,6 +47,7 @@ from dq_engine.answers import per_marginal_max_error
 from dq_engine.baselines import independent_gaussian_answers, independent_laplace_answers
 from dq_engine.fidelity import (
     Fidelity,
+    FidelityEvaluation,
     FidelityReference,
     SupportsFeasible,
     evaluate_answers,
@@ -379,8 +380,6 @@ def build_error_report(
 
 
 def _evaluation_dict(reference: FidelityReference, results: dict[str, Fidelity]) -> dict[str, Any]:
-    from dq_engine.fidelity import FidelityEvaluation
-
     return FidelityEvaluation(reference=reference, results=results).as_dict()
 
 
