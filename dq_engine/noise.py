@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -53,6 +54,8 @@ MAX_GAUSSIAN_SIGMA = float(2**24)
 
 _LAPLACE_SCALE_BITS = 40  # the discrete Laplace scale is t/s with t < 2^41 (t ≥ 2^40 when scale ≥ 1)
 _GAUSSIAN_PRECISION_BITS = 25  # σ'² = t·a/c with c a power of two, c·σ ≈ 2^25
+_FACTORIAL_20 = math.factorial(20)  # < 2^62
+_MIN_BATCH = 64  # candidates drawn per rejection pass at least
 _GAUSSIAN_TAIL = 64  # |Y| ≤ 64·t handled in int64; larger |Y| (probability ≈ e^{-64}) in Python integers
 
 
@@ -130,19 +133,33 @@ def bernoulli_exp_minus(numerator: np.ndarray, denominator: int, rng: np.random.
 
 
 def _bernoulli_exp_minus_one(size: int, rng: np.random.Generator) -> np.ndarray:
-    """``size`` Bernoulli(``e^{-1}``) coins (Algorithm 1 with ``γ = 1``: ``Bernoulli(1/K)`` is ``U_K = 0``)."""
-    result = np.empty(size, dtype=bool)
+    """``size`` Bernoulli(``e^{-1}``) coins: Algorithm 1 with ``γ = 1``, one uniform integer per coin.
+
+    With ``γ = 1``, ``Bernoulli(γ/K)`` is ``U_K = 0`` for ``U_K`` uniform on ``{0..K-1}``, and the coin is
+    ``K`` odd for the first ``K ≥ 2`` with ``U_K ≠ 0``. The digits ``U_2, ..., U_20`` of one uniform integer
+    below ``20!`` in the factorial number system are independent and uniform, so one draw decides a coin unless
+    all 19 digits are 0 (probability ``1/20!``); such a coin continues from ``K = 21`` with fresh uniforms.
+    """
+    words = rng.integers(0, _FACTORIAL_20, size=size)
+    stop = np.zeros(size, dtype=np.int64)
     active = np.arange(size)
-    k = 1
-    while active.size:
-        success = rng.integers(0, k, size=active.size) == 0
-        result[active[~success]] = k % 2 == 1
-        active = active[success]
-        k += 1
-    return result
+    for k in range(2, 21):
+        digit = words % k
+        nonzero = digit != 0
+        stop[active[nonzero]] = k
+        active, words = active[~nonzero], words[~nonzero] // k
+        if not active.size:
+            break
+    for j in active:
+        k = 21
+        while int(rng.integers(0, k)) == 0:
+            k += 1
+        stop[j] = k
+    return stop % 2 == 1
 
 
 # ---------------------------------------------------------------------- discrete Laplace
+@lru_cache(maxsize=256)
 def discrete_laplace_scale(scale: float) -> Fraction:
     """The exact scale :func:`discrete_laplace` uses for ``scale``: ``t/s ≥ scale``, ``s`` a power of two.
 
@@ -183,16 +200,17 @@ def discrete_laplace_noise(size: int, *, scale: float, rng: np.random.Generator)
     exact = discrete_laplace_scale(scale)
     t, s = exact.numerator, exact.denominator
     out = np.empty(size, dtype=np.int64)
-    todo = np.arange(size)
-    while todo.size:
-        u = rng.integers(0, t, size=todo.size)
-        keep = bernoulli_exp_minus(u, t, rng)
-        todo_kept, u = todo[keep], u[keep]
-        y = (u + t * _count_exp_minus_one_successes(todo_kept.size, rng)) // s
-        negative = rng.integers(0, 2, size=todo_kept.size).astype(bool)
-        accepted = ~(negative & (y == 0))
-        out[todo_kept[accepted]] = np.where(negative, -y, y)[accepted]
-        todo = np.concatenate([todo[~keep], todo_kept[~accepted]])
+    filled = 0
+    while filled < size:
+        # candidates are i.i.d.; a few extra per pass save passes (each pass costs numpy calls, not draws)
+        batch = max(size - filled, _MIN_BATCH)
+        u = rng.integers(0, t, size=batch)
+        u = u[bernoulli_exp_minus(u, t, rng)]
+        y = (u + t * _count_exp_minus_one_successes(u.size, rng)) // s
+        negative = rng.integers(0, 2, size=u.size).astype(bool)
+        accepted = np.where(negative, -y, y)[~(negative & (y == 0))][: size - filled]
+        out[filled : filled + accepted.size] = accepted
+        filled += accepted.size
     return out
 
 
@@ -271,22 +289,23 @@ def discrete_gaussian_noise(size: int, *, sigma: float, rng: np.random.Generator
     denominator = 2 * t * a * c
     tail = _GAUSSIAN_TAIL * t
     out = np.empty(size, dtype=np.int64)
-    todo = np.arange(size)
-    while todo.size:
-        y = discrete_laplace_noise(todo.size, scale=float(t), rng=rng)
+    filled = 0
+    while filled < size:
+        y = discrete_laplace_noise(max(size - filled, _MIN_BATCH), scale=float(t), rng=rng)
         magnitude = np.abs(y)
         inside = magnitude <= tail
-        accept = np.zeros(todo.size, dtype=bool)
-        if inside.any():
-            numerator = (c * magnitude[inside] - a) ** 2
-            accept[inside] = bernoulli_exp_minus(numerator, denominator, rng)
+        accept = np.zeros(y.size, dtype=bool)
+        numerator = (c * magnitude[inside] - a) ** 2
+        accept[inside] = bernoulli_exp_minus(numerator, denominator, rng)
         for j in np.flatnonzero(~inside):  # probability ≈ e^{-64} per draw: exact Python integers
             accept[j] = _bernoulli_exp_minus_python((c * int(magnitude[j]) - a) ** 2, denominator, rng)
-        out[todo[accept]] = y[accept]
-        todo = todo[~accept]
+        accepted = y[accept][: size - filled]
+        out[filled : filled + accepted.size] = accepted
+        filled += accepted.size
     return out
 
 
+@lru_cache(maxsize=256)
 def _gaussian_integers(sigma: float) -> tuple[int, int]:
     """``(a, c)`` with ``σ'² = t·a/c`` as in :func:`discrete_gaussian_variance`."""
     t = math.floor(sigma) + 1
