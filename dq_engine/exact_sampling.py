@@ -40,7 +40,7 @@ import numpy as np
 
 from dq_engine.errors import DQEngineError
 
-__all__ = ["SamplingAssumptionError", "bernoulli_real", "exp_interval", "sample_signed_pairs"]
+__all__ = ["SamplingAssumptionError", "bernoulli_exp", "bernoulli_real", "exp_interval", "sample_signed_pairs"]
 
 FILTER_TOLERANCE = 2.0**-30
 """Relative distance from a threshold below which a comparison is decided in exact arithmetic."""
@@ -231,16 +231,47 @@ def bernoulli_real(
     words = rng.integers(0, scale, size=size)
     result = words < below
     for j in np.flatnonzero((words >= below) & (words < above)):
-        fraction, bits, precision = int(words[j]), _FRACTION_BITS, digits
-        while True:
-            precision *= 2
-            fraction = (fraction << _FRACTION_BITS) | int(rng.integers(0, scale))
-            bits += _FRACTION_BITS
-            low, high = bounds(precision)
-            if Fraction(fraction + 1, 2**bits) <= low:
-                result[j] = True
-                break
-            if Fraction(fraction, 2**bits) >= high:
-                result[j] = False
-                break
+        result[j] = _word_below(int(words[j]), bounds, rng)
     return result
+
+
+def bernoulli_exp(log_probability: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Exact Bernoulli(``e^x``) draws for float64 exponents ``x ≤ 0`` (one per element).
+
+    A 62-bit uniform word decides in float64 when it is farther than a relative :data:`FILTER_TOLERANCE` from
+    ``e^x`` (numpy's ``exp`` is far more accurate than that in the normal range; a subnormal ``e^x`` is below
+    every word but 0, which goes to the exact path); otherwise :func:`bernoulli_real` decides with rigorous
+    decimal bounds on ``e^x``, drawing further bits as needed.
+
+    Raises:
+        ValueError: If an exponent is positive or not finite.
+    """
+    exponent = np.asarray(log_probability, dtype=np.float64)
+    if exponent.size and not (np.all(np.isfinite(exponent)) and exponent.max() <= 0):
+        raise ValueError("bernoulli_exp needs finite exponents <= 0")
+    scale = 2**_FRACTION_BITS
+    words = rng.integers(0, scale, size=exponent.shape)
+    probability = np.exp(exponent)
+    low = np.ldexp(words.astype(np.float64), -_FRACTION_BITS) * (1.0 - 2.0**-50)
+    high = np.ldexp(words.astype(np.float64) + 2.0, -_FRACTION_BITS) * (1.0 + 2.0**-50)
+    result = high < probability * (1.0 - FILTER_TOLERANCE)
+    undecided = np.flatnonzero(~result & ~(low > probability * (1.0 + FILTER_TOLERANCE)))
+    for j in undecided:
+        target = Fraction(float(exponent.flat[j]))
+        word = int(words.flat[j])
+        result.flat[j] = _word_below(word, lambda digits, x=target: exp_interval(x, digits), rng)
+    return result
+
+
+def _word_below(word: int, bounds: Callable[[int], tuple[Fraction, Fraction]], rng: np.random.Generator) -> bool:
+    """``V < p`` for ``V`` uniform whose first 62 bits are ``word`` (further bits drawn as needed)."""
+    fraction, bits, digits = word, _FRACTION_BITS, 40
+    while True:
+        low, high = bounds(digits)
+        if Fraction(fraction + 1, 2**bits) <= low:
+            return True
+        if Fraction(fraction, 2**bits) >= high:
+            return False
+        fraction = (fraction << _FRACTION_BITS) | int(rng.integers(0, 2**_FRACTION_BITS))
+        bits += _FRACTION_BITS
+        digits *= 2

@@ -142,3 +142,15 @@ def test_randomized_response_keep_probability_bounds_bracket_it():
         assert low <= Fraction(keep_probability(epsilon, domain)) * (1 + Fraction(1, 2**40))
         assert high >= Fraction(keep_probability(epsilon, domain)) * (1 - Fraction(1, 2**40))
         assert 0 < high - low < Fraction(1, 10**30)
+
+
+@pytest.mark.parametrize("tolerance", [exact_sampling.FILTER_TOLERANCE, 0.3])
+def test_bernoulli_exp_has_probability_e_to_the_x(monkeypatch, tolerance: float):
+    monkeypatch.setattr(exact_sampling, "FILTER_TOLERANCE", tolerance)  # 0.3: a third of the draws decided exactly
+    trials = 40_000 if tolerance < 0.1 else 4_000
+    for x in (0.0, -0.05, -1.0, -3.5):
+        draws = exact_sampling.bernoulli_exp(np.full(trials, x), make_rng(12))
+        p = math.exp(x)
+        assert abs(draws.mean() - p) <= 5 * math.sqrt(p * (1 - p) / trials) + 1e-12
+    with pytest.raises(ValueError, match="finite exponents <= 0"):
+        exact_sampling.bernoulli_exp(np.array([0.1]), make_rng(12))
