@@ -252,7 +252,7 @@ def _bucket_share(wanted: _Range, low: float, high: float, *, integer: bool) -> 
     below = wanted.high < low or (wanted.high == low and not wanted.high_closed)
     if below or wanted.low >= high:
         return "none"
-    lower_ok = wanted.low < low or (wanted.low == low and wanted.low_closed)
+    lower_ok = wanted.low < low or (wanted.low == low and (wanted.low_closed or math.isinf(low)))
     return "full" if lower_ok and high <= wanted.high else "partial"
 
 

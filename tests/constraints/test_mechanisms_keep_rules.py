@@ -1,0 +1,119 @@
+"""Every engine mechanism that takes constraints publishes no record breaking them (seeded, small table).
+
+Each test first runs the mechanism without the rules on the same seeded table and asserts that it does publish
+breaking records (so the test can fail), then with the rules and asserts that none is published.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dq_engine import all_kway_marginals, make_rng
+from dq_engine.dqrs import DQRSConfig, dqrs
+from dq_engine.dualquery import DualQueryConfig, dualquery
+from dq_engine.errors import InfeasibleConstraintsError
+from dq_engine.fem import FEMConfig, fem
+from dq_engine.marginal_tables import MarginalIndex
+from dq_engine.mwem import MWEMConfig, _UniverseDistribution, mwem
+from dq_engine.oracle import OracleConfig
+from dq_engine.oracle.feasible import with_witness
+from dq_engine.particles import ParticleDistribution
+from dq_engine.sepfem import SepFEMConfig, sepfem
+
+ORACLE = OracleConfig(kind="portfolio", deterministic=True, num_workers=1, deterministic_time_limit=0.2)
+FTPL = OracleConfig(kind="cpsat", deterministic=True, num_workers=1, deterministic_time_limit=0.2)
+
+RUNS = {
+    "dualquery": lambda data, workload, rng, constraints: dualquery(
+        data, workload, DualQueryConfig(eta=0.5, samples=40, rounds=25, rows_per_round=4, oracle=ORACLE),
+        rng=rng, constraints=constraints),
+    "dualquery-dp-marginal-slack": lambda data, workload, rng, constraints: dualquery(
+        data, workload, DualQueryConfig(eta=0.5, samples=40, rounds=25, rows_per_round=4, oracle=ORACLE,
+                                        free_policy="dp-marginal", free_noise="gaussian", free_rho=0.5,
+                                        free_scope="slack"),
+        rng=rng, constraints=constraints),
+    "dqrs": lambda data, workload, rng, constraints: dqrs(
+        data, workload, DQRSConfig(eta=0.5, samples=40, rounds=25, rows_per_round=2, oracle=ORACLE),
+        rng=rng, constraints=constraints),
+    "fem": lambda data, workload, rng, constraints: fem(
+        data, workload, FEMConfig(epsilon_0=0.05, noise_scale=1.0, samples=5, rounds=8, oracle=FTPL),
+        rng=rng, constraints=constraints),
+    "sepfem": lambda data, workload, rng, constraints: sepfem(
+        data, workload, SepFEMConfig(epsilon_0=0.05, noise_scale=0.5, samples=5, rounds=8, oracle=FTPL),
+        rng=rng, constraints=constraints),
+    "mwem": lambda data, workload, rng, constraints: mwem(
+        data, workload, MWEMConfig(rounds=10, select_epsilon=0.1, measure_epsilon=0.1), rng=rng,
+        constraints=constraints),
+    "mwem-particles": lambda data, workload, rng, constraints: mwem(
+        data, workload, MWEMConfig(rounds=10, select_epsilon=0.1, measure_rho=0.01, measure_noise="gaussian",
+                                   support="sampled", support_size=4000, support_budget=0.01, support_moves=2,
+                                   measure="marginal"),
+        rng=rng, constraints=constraints),
+}
+
+
+def _published(result) -> np.ndarray:
+    """The records a release could publish: every record with positive weight."""
+    if result.weights is None:
+        return result.records
+    return result.records[np.asarray(result.weights) > 0]
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_mechanism_publishes_no_record_breaking_a_rule(name, census_data, census_rules):
+    workload = all_kway_marginals(census_data.domain, 2)
+    run = RUNS[name]
+    unconstrained = _published(run(census_data, workload, make_rng(1), None))
+    assert not census_rules.feasible(unconstrained).all(), "the unconstrained run must break a rule for this test"
+    constrained = _published(run(census_data, workload, make_rng(1), census_rules))
+    assert len(constrained) > 0
+    assert census_rules.feasible(constrained).all()
+
+
+def test_mwem_universe_gives_infeasible_records_zero_weight(census_data, census_rules):
+    workload = all_kway_marginals(census_data.domain, 2)
+    index = MarginalIndex(workload)
+    distribution = _UniverseDistribution(census_data.domain, index, census_rules)
+    forbidden = census_rules.forbidden_mask()
+    assert forbidden.any()
+    assert np.all(distribution.p[forbidden] == 0)
+    assert np.allclose(distribution.p[~forbidden], 1.0 / (~forbidden).sum())  # uniform over the feasible records
+    for m in range(index.n_marginals):  # updates keep the zeros and renormalise over the feasible records
+        cells = np.arange(int(index.n_cells[m]))
+        distribution.apply(m, cells, np.full(len(cells), 1.0 / len(cells)), 0.5)
+    assert np.all(distribution.p[forbidden] == 0)
+    assert distribution.p.sum() == pytest.approx(1.0)
+    result = mwem(census_data, workload, MWEMConfig(rounds=5, select_epsilon=0.5, measure_epsilon=0.5),
+                  rng=make_rng(2), constraints=census_rules)
+    assert census_rules.feasible(result.records).all() and np.sum(result.weights) == pytest.approx(1.0)
+
+
+def test_particles_stay_feasible_under_metropolis_hastings_moves(census_data, census_rules):
+    workload = all_kway_marginals(census_data.domain, 2)
+    index = MarginalIndex(workload)
+    rng = make_rng(6)
+    priors = [np.full(int(s), 1.0 / s) for s in census_data.domain.sizes]
+    constraints = with_witness(census_rules)
+    start = np.stack([rng.integers(0, s, 3000) for s in census_data.domain.sizes], axis=1)
+    start = census_rules.repair(start, constraints.witness_codes, census_rules.attributes)
+    particles = ParticleDistribution(start.copy(), priors, index, rng, constraints=census_rules)
+    for m in range(index.n_marginals):  # measurements that pull towards children who are married
+        cells = np.arange(int(index.n_cells[m]))
+        particles.apply(m, cells, rng.random(len(cells)), 2.0)
+    particles.refresh(3)
+    assert census_rules.feasible(particles.codes).all()
+    assert (particles.codes != start).any()  # the moves did move particles
+    free = ParticleDistribution(start.copy(), priors, index, make_rng(6))
+    for m in range(index.n_marginals):
+        cells = np.arange(int(index.n_cells[m]))
+        free.apply(m, cells, make_rng(m).random(len(cells)), 2.0)
+    free.refresh(3)
+    assert not census_rules.feasible(free.codes).all()  # without the rules the same moves break them
+
+
+def test_particles_must_start_feasible(census_data, census_rules):
+    index = MarginalIndex(all_kway_marginals(census_data.domain, 1))
+    priors = [np.full(int(s), 1.0 / s) for s in census_data.domain.sizes]
+    with pytest.raises(InfeasibleConstraintsError, match="every particle must keep the constraints"):
+        ParticleDistribution(np.array([[0, 1, 0, 0, 0]]), priors, index, make_rng(0), constraints=census_rules)
