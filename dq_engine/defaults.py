@@ -40,6 +40,7 @@ from dq_engine.sepfem import SepFEMConfig
 __all__ = [
     "FEM_NOISE_SCALE",
     "FEM_ROUNDS_CAP",
+    "MWEM_PARTICLES_PRIOR_SHARE",
     "MWEM_PARTICLES_ROUNDS_CAP",
     "MWEM_PARTICLES_SUPPORT_SIZE",
     "MWEM_REPLAY_SWEEPS",
@@ -70,6 +71,8 @@ MWEM_REPLAY_SWEEPS = 10
 """History-replay sweeps per MWEM round."""
 MWEM_PARTICLES_ROUNDS_CAP = 40
 """Largest T of MWEM on particles (what the history replays allow in about a minute on 2 cores)."""
+MWEM_PARTICLES_PRIOR_SHARE = 0.1
+"""Share of ρ for the prior's noisy one-way marginals of MWEM on particles."""
 MWEM_PARTICLES_SUPPORT_SIZE = 200_000
 """Particles of MWEM on particles (about 1.6 MB per attribute as int64 codes)."""
 
@@ -225,6 +228,9 @@ def mwem_particles_config(
     mode: AccountingMode = "tight",
     rounds: int | None = None,
     support_size: int | None = None,
+    support_share: float = MWEM_PARTICLES_PRIOR_SHARE,
+    replay_prior: bool = True,
+    seed_fraction: float = 0.0,
     track_error: bool = True,
 ) -> MWEMConfig:
     """The rule of MWEM on particles (see the module docstring); explicit arguments replace the rule's values.
@@ -242,11 +248,12 @@ def mwem_particles_config(
     rounds = mwem_particle_rounds(public) if rounds is None else rounds
     budget = calibrate_mwem(
         epsilon=public.epsilon, delta=public.delta, rounds=rounds, mode=mode, measure_noise="gaussian",
-        select_share=0.3, support_share=0.1,
+        select_share=0.3, support_share=support_share,
     )
     return MWEMConfig(
         rounds=rounds, measure_noise="gaussian", measure="marginal", learning_rate=2.0, replay_sweeps=1,
         final_sweeps=10, support="sampled",
         support_size=MWEM_PARTICLES_SUPPORT_SIZE if support_size is None else support_size, support_mix=0.2,
-        support_moves=1, delta=public.delta, track_error=track_error, **budget,
+        support_moves=1, seed_fraction=seed_fraction, replay_prior=replay_prior, delta=public.delta,
+        track_error=track_error, **budget,
     )

@@ -6,7 +6,10 @@ Round ``t`` best-responds to the sample set ``S_t`` exactly like DualQuery, then
    ``Q̂^{t+1}_q / Q^t_q = e^{-η-γ_t} exp(η A(x^t, q))`` where ``A(x, q) = q(D) - q(x)`` (our sign
    convention, :mod:`dq_engine.mw`; seed 004 writes ``exp(-η A_D)`` with ``A_D = q(x) - q(D)``), and
    ``γ_t = 1/(2 t^{2/3})``; by Lemma 20 each kept sample is distributed as ``Q^{t+1}``;
-2. ``s̃_t = ⌈(2γ_t + 4η) s⌉`` fresh samples are drawn from ``Q^{t+1}``;
+2. ``s̃_t = ⌈(2γ_t + 4η) s⌉`` fresh samples are drawn from ``Q^{t+1}``; when ``2γ_t + 4η >= 1`` (always for
+   ``η >= 1/4``) that would be at least DualQuery's ``s`` plus the rejection step's cost, so such a round draws
+   ``s`` fresh samples from ``Q^{t+1}`` and rejects nothing, exactly like DualQuery
+   (:func:`dq_engine.theorems.dqrs_rejects`);
 3. **top-up** (the case the paper leaves open): if fewer than ``s`` samples are in the pool, up to
    ``r_t = ⌈f s̃_t⌉`` further fresh samples are drawn from ``Q^{t+1}``; the ``r_t`` reserved draws are
    charged in every round whether used or not, so the budget is fixed before the run; if even the reserve
@@ -36,7 +39,7 @@ from dq_engine.exact_sampling import bernoulli_exp
 from dq_engine.mw import QueryDistribution, SampledQueries
 from dq_engine.oracle import FreeNoise, FreePolicy, FreeScope, OracleConfig
 from dq_engine.results import SynthesisResult
-from dq_engine.theorems import dqrs_events, dqrs_fresh_samples, dqrs_gamma, dqrs_topup_reserve
+from dq_engine.theorems import dqrs_events, dqrs_fresh_samples, dqrs_gamma, dqrs_rejects, dqrs_topup_reserve
 from dq_engine.workload import Workload
 
 __all__ = ["DQRSConfig", "dqrs", "resample"]
@@ -166,6 +169,10 @@ def dqrs(
             progress(loop.diagnostics[-1])
         if t == config.rounds:
             break
+        if not dqrs_rejects(config.eta, t):  # 2γ_t + 4η >= 1: a DualQuery step (never more fresh draws than s)
+            samples = loop.distribution.sample(config.samples, rng)
+            extra = {"accepted": 0.0, "fresh": float(config.samples), "topup": 0.0, "short": 0.0}
+            continue
         samples, extra = resample(
             samples,
             loop.last_payoff,

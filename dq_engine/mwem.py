@@ -120,6 +120,10 @@ class MWEMConfig:
             ``measure_noise``; 0 = uniform prior, no cost.
         support_mix: Weight of the uniform distribution in the prior's mixture, in (0, 1].
         support_moves: Metropolis-Hastings sweeps per round after a resampling check (0 = fixed particles).
+        seed_fraction: Share of the particles drawn from seed records given to :func:`mwem` (e.g. another
+            synthesizer's output, :mod:`dq_engine.table_fit`); the rest come from the prior. 0 without seeds.
+        replay_prior: Also replay the prior's noisy one-way marginals (already charged as its measurement) in
+            every history sweep, for the workload's one-way marginals: the fitted distribution then matches them.
         max_universe_log2: Refuse ``support="universe"`` above ``2^max_universe_log2`` records (<= 30).
         delta: δ used to report (ε, δ) costs, in (0, 1).
         track_error: Record internal error-so-far in the diagnostics.
@@ -140,6 +144,8 @@ class MWEMConfig:
     support_budget: float = 0.0
     support_mix: float = 0.5
     support_moves: int = 0
+    seed_fraction: float = 0.0
+    replay_prior: bool = False
     max_universe_log2: float = MAX_UNIVERSE_LOG2
     delta: float = 1e-6
     track_error: bool = True
@@ -175,6 +181,10 @@ class MWEMConfig:
             raise ConfigError(f"support_moves ({self.support_moves}) must be >= 0")
         if self.support_moves and self.output == "average":
             raise ConfigError("output 'average' needs fixed particles; set support_moves to 0")
+        if not 0 <= self.seed_fraction <= 1:
+            raise ConfigError(f"seed_fraction ({self.seed_fraction}) must be in [0, 1]")
+        if (self.seed_fraction or self.replay_prior) and self.support != "sampled":
+            raise ConfigError("seed_fraction and replay_prior need support='sampled'")
         if not 0 < self.support_mix <= 1:
             raise ConfigError(f"support_mix ({self.support_mix}) must be in (0, 1]")
         if not 1 <= self.max_universe_log2 <= 30:
@@ -389,8 +399,11 @@ def sample_support(
     rng: np.random.Generator,
     *,
     constraints: Constraints | None = None,
-) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Draw the particles of ``support="sampled"`` from the prior ``P0``; return them and ``P0``'s factors.
+) -> tuple[np.ndarray, list[np.ndarray], dict[int, np.ndarray]]:
+    """Draw the particles of ``support="sampled"`` from the prior ``P0``.
+
+    Returns the particles, ``P0``'s factors and the noisy one-way marginals (normalised) that the prior mixes in,
+    by attribute (empty without a prior budget).
 
     Attributes in some workload marginal are drawn from ``support_mix · uniform + (1 - support_mix) ·``
     their noisy one-way marginal (measured once, all together, with exact noise on the counts: L1 sensitivity
@@ -406,6 +419,7 @@ def sample_support(
     domain = data.domain
     used = np.unique(workload.marginals[workload.marginals >= 0])
     priors = [np.full(int(size), 1.0 / size) for size in domain.sizes]
+    estimates: dict[int, np.ndarray] = {}
     if config.support_budget > 0:
         counts = data.one_way_counts()
         k = len(used)
@@ -419,12 +433,13 @@ def sample_support(
             clipped = np.clip(block, 0, None).astype(np.float64)
             total = clipped.sum()
             estimate = clipped / total if total > 0 else priors[a]
+            estimates[int(a)] = estimate
             priors[a] = config.support_mix * priors[a] + (1 - config.support_mix) * estimate
     columns = [rng.choice(len(prior), size=config.support_size, p=prior) for prior in priors]
     particles = np.stack(columns, axis=1).astype(np.int64)
     if constraints is not None and len(constraints):
         particles = _feasible_particles(particles, priors, constraints, rng)
-    return particles, priors
+    return particles, priors, estimates
 
 
 SUPPORT_REJECTION_TRIES = 50
@@ -458,6 +473,28 @@ class _Measurement:
     values: np.ndarray
 
 
+def _replace_with_seeds(
+    particles: np.ndarray, seeds: np.ndarray, weights: np.ndarray | None, fraction: float, rng: np.random.Generator
+) -> None:
+    """Overwrite the first ``fraction`` of the particles with draws from ``seeds`` (by weight)."""
+    count = round(fraction * len(particles))
+    if count == 0 or len(seeds) == 0:
+        return
+    p = None if weights is None else np.asarray(weights, dtype=np.float64) / np.sum(weights)
+    particles[:count] = np.asarray(seeds)[rng.choice(len(seeds), size=count, p=p)]
+
+
+def _prior_measurements(estimates: dict[int, np.ndarray], index: MarginalIndex) -> list[_Measurement]:
+    """The prior's noisy one-way marginals as measurements of the workload's one-way marginals (if it has them)."""
+    out = []
+    for m in range(index.n_marginals):
+        attributes = index.attributes[m]
+        if len(attributes) == 1 and int(attributes[0]) in estimates:
+            cells = index.query_cells[m]
+            out.append(_Measurement(m, cells, estimates[int(attributes[0])][cells]))
+    return out
+
+
 def mwem(
     data: Dataset,
     workload: Workload,
@@ -466,6 +503,8 @@ def mwem(
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
     constraints: Constraints | None = None,
+    seeds: np.ndarray | None = None,
+    seed_weights: np.ndarray | None = None,
 ) -> SynthesisResult:
     """Run MWEM and return the final (or average) distribution as weighted records.
 
@@ -476,6 +515,10 @@ def mwem(
         rng: Generator (support, selections, noise).
         progress: Called after every round with its diagnostics.
         constraints: Public rules: infeasible records get weight 0 (universe) or are never particles (sampled).
+        seeds: Records (value codes) that ``config.seed_fraction`` of the particles are drawn from (by
+            ``seed_weights``, uniform if None), e.g. another synthesizer's output. They must be feasible under
+            ``constraints``; they are public here (already released by a charged mechanism).
+        seed_weights: Non-negative weights of ``seeds``.
 
     Raises:
         UniverseTooLargeError: With ``support="universe"``, if the universe has more than
@@ -496,12 +539,16 @@ def mwem(
             )
         distribution: _UniverseDistribution | ParticleDistribution = _UniverseDistribution(domain, index, constraints)
     else:
-        particles, priors = sample_support(data, workload, config, rng, constraints=constraints)
+        particles, priors, prior_estimates = sample_support(data, workload, config, rng, constraints=constraints)
+        if seeds is not None and config.seed_fraction > 0:
+            _replace_with_seeds(particles, seeds, seed_weights, config.seed_fraction, rng)
         distribution = ParticleDistribution(particles, priors, index, rng, constraints=constraints)
     true_answers = answer_workload(data, workload)
     starts = workload.marginal_starts
     sizes_queried = np.diff(starts)
     history: list[_Measurement] = []
+    if config.replay_prior and config.support == "sampled":
+        history += _prior_measurements(prior_estimates, index)
     average = distribution.snapshot() * 0.0 if config.output == "average" else None
     diagnostics: list[RoundDiagnostics] = []
 

@@ -83,13 +83,30 @@ def dqrs_gamma(t: int) -> float:
     return 1.0 / (2.0 * t ** (2.0 / 3.0))
 
 
+def dqrs_rejects(eta: float, t: int) -> bool:
+    """Whether round ``t`` of DQRS recycles samples by rejection: only when ``2γ_t + 4η < 1``.
+
+    Otherwise Algorithm 4 would draw ``s̃_t >= s`` fresh samples, more than DualQuery's ``s``, and pay for the
+    rejection step on top; such a round draws ``s`` fresh samples from ``Q^{t+1}`` instead, exactly as
+    DualQuery's next round does (docs/decisions.md, "DQRS never draws more than DualQuery").
+    """
+    return 2.0 * dqrs_gamma(t) + 4.0 * eta < 1.0
+
+
 def dqrs_fresh_samples(eta: float, samples: int, t: int) -> int:
-    """s̃_t = ⌈(2γ_t + 4η) s⌉ fresh samples drawn at the end of round ``t``."""
-    return math.ceil((2.0 * dqrs_gamma(t) + 4.0 * eta) * samples - 1e-9)
+    """Fresh samples drawn at the end of round ``t``: ``s̃_t = ⌈(2γ_t + 4η) s⌉`` when it rejects, else ``s``.
+
+    Never more than ``s`` (:func:`dqrs_rejects`).
+    """
+    if not dqrs_rejects(eta, t):
+        return samples
+    return min(samples, math.ceil((2.0 * dqrs_gamma(t) + 4.0 * eta) * samples - 1e-9))
 
 
 def dqrs_topup_reserve(eta: float, samples: int, t: int, fraction: float) -> int:
-    """Fresh draws reserved (and charged) in round ``t`` to top up when too few samples survive."""
+    """Fresh draws reserved (and charged) in round ``t`` to top up when too few samples survive (0 if no rejection)."""
+    if not dqrs_rejects(eta, t):
+        return 0
     return math.ceil(fraction * dqrs_fresh_samples(eta, samples, t) - 1e-9)
 
 
@@ -117,6 +134,13 @@ def dqrs_events(
     events: list[PrivacyEvent] = []
     for t in range(1, rounds):
         gamma = dqrs_gamma(t)
+        if not dqrs_rejects(eta, t):  # a DualQuery step: s fresh draws from Q^{t+1}, no rejection
+            events.append(
+                ExponentialMechanismEvent(
+                    epsilon=2.0 * eta * t / n, count=samples, label=f"round {t}: {samples} fresh draws from Q^{t + 1}"
+                )
+            )
+            continue
         events.append(
             PureDpEvent(epsilon=eta / (gamma * n), count=samples, label=f"round {t}: rejection step (Lemma 18)")
         )
