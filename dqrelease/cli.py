@@ -1,24 +1,34 @@
 """The ``dqrelease`` command line.
 
-Commands: ``run CONFIG``, ``plan CONFIG``, ``budget show`` / ``budget set-cap``, ``verify MANIFEST`` and
-``serve CONFIG --cron``. Exit codes (see :class:`dqrelease.errors.ExitCode`): 0 success, 1 internal error,
+Commands: ``run CONFIG``, ``plan CONFIG``, ``budget show`` / ``budget set-cap``, ``verify MANIFEST``,
+``serve CONFIG --cron`` and ``server start|status|stop`` (the local Prefect server runs reuse). Exit codes
+(see :class:`dqrelease.errors.ExitCode`): 0 success, 1 internal error,
 2 invalid config or schema, 3 validation failure, 4 budget refused, 5 verification mismatch, 6 replay refused,
 7 nothing to verify.
+
+Output rules: an expected refusal is one line on stderr and its exit code (tracebacks and Prefect's run logs only
+with ``--debug``; the run logs are in the Prefect server in any case); printed paths are never wrapped.
+Prefect, Great Expectations and Dask are imported only once a run really starts, so a bad config, schema or
+plan is refused in about a second (``tests/cli/test_import_boundary.py``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from dqrelease.errors import ExitCode, ReleaseError
 
@@ -28,19 +38,37 @@ EXIT_CODES_HELP = (
     "(config, schema, input files, code or package versions differ from the manifest; nothing was read), "
     "7 nothing to verify (an unseeded release cannot be replayed)."
 )
+# rich_markup_mode=None: click's plain help, where a flag shows no "<bool>" value type
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Differentially private synthetic data releases.",
-    epilog=EXIT_CODES_HELP,
+    epilog=EXIT_CODES_HELP, rich_markup_mode=None,
 )
-budget_app = typer.Typer(no_args_is_help=True, help="Inspect and set privacy budgets in the ledger.")
+budget_app = typer.Typer(
+    no_args_is_help=True, help="Inspect and set privacy budgets in the ledger.", rich_markup_mode=None
+)
 app.add_typer(budget_app, name="budget")
-console = Console(stderr=True)
+server_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode=None,
+    help="The local Prefect server that runs reuse (started by the first run unless PREFECT_API_URL is set).",
+)
+app.add_typer(server_app, name="server")
+console = Console(stderr=True, soft_wrap=True)
 _state = {"debug": False}
+PIPE_WIDTH = 10_000
+"""Console width when stdout is not a terminal: tables keep their natural width instead of 80 columns."""
+
+
+def _stdout() -> Console:
+    """A console on stdout whose lines (paths included) are never wrapped."""
+    out = Console(soft_wrap=True)
+    return out if out.is_terminal else Console(soft_wrap=True, width=PIPE_WIDTH)
 
 
 @app.callback()
 def _options(
-    debug: Annotated[bool, typer.Option("--debug", help="Print tracebacks of internal errors.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Print tracebacks and Prefect's run logs on the terminal.")
+    ] = False,
 ) -> None:
     """Differentially private synthetic data releases."""
     _state["debug"] = debug
@@ -60,21 +88,37 @@ def _prefect_environment() -> None:
         os.environ.setdefault(key, value)
 
 
-def _fail(error: BaseException) -> None:
-    if isinstance(error, ReleaseError):
-        console.print(f"[red]error:[/red] {error}", markup=True, highlight=False)
-        failures = getattr(error, "failures", None)
-        for failure in failures or []:
-            console.print(f"  - {failure.get('expectation')} on {failure.get('column')}", highlight=False)
-        raise typer.Exit(int(error.exit_code))
+def _release_frames(error: BaseException | None) -> None:
+    """Drop the local variables of the frames in ``error``'s tracebacks (and of its causes).
+
+    Prefect keeps a failed run's exception alive until the interpreter exits. Its frames hold DuckDB
+    connections and values, which DuckDB's nanobind bindings then report at exit as "nanobind: leaked N
+    instances/functions" warnings. Clearing the frames releases them; the message and type stay.
+    """
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        error = error.__cause__ or error.__context__
+
+
+def _fail(error: BaseException) -> NoReturn:
+    """Print one line for ``error`` on stderr (plus the traceback with --debug) and exit with its code."""
     if _state["debug"]:
-        console.print_exception()
+        console.print_exception()  # rich reads each frame's locals (its omit markers): cleared again below
+    if isinstance(error, ReleaseError):
+        # the failures of a ValidationFailedError are named in its message
+        line, code = str(error), int(error.exit_code)
+    elif _state["debug"]:
+        line, code = f"{type(error).__name__}: {error}", int(ExitCode.INTERNAL_ERROR)
     else:
         # the message of an unexpected error could quote a data value: shown only with --debug
-        console.print(
-            f"[red]internal error:[/red] {type(error).__name__}; rerun with --debug for the traceback", highlight=False
-        )
-    raise typer.Exit(int(ExitCode.INTERNAL_ERROR))
+        line = f"{type(error).__name__}; rerun with --debug for the traceback"
+        code = int(ExitCode.INTERNAL_ERROR)
+    label = "error: " if isinstance(error, ReleaseError) else "internal error: "
+    console.print(Text.assemble((label, "red"), line.replace("\n", " ")), highlight=False)
+    _release_frames(error)
+    raise typer.Exit(code)
 
 
 @contextmanager
@@ -96,25 +140,91 @@ def _load(config: Path):
     return loaded, load_schema(loaded.schema_file)
 
 
+def _plan_public(loaded: Any, schema: Any) -> tuple[Any, Any, Any]:
+    """Domain, workload and plan from public quantities (plan None when n is a noisy count, known only later).
+
+    Raises the config errors a plan finds (exit 2) without importing Prefect, GX or Dask.
+    """
+    from dqrelease.discretize import domain_from_schema
+    from dqrelease.plan import build_workload, plan_release
+
+    domain = domain_from_schema(schema)
+    workload = build_workload(loaded.workload, domain)
+    if loaded.privacy.n == "noisy":
+        return domain, workload, None
+    return domain, workload, plan_release(loaded, n=int(loaded.privacy.n), workload=workload)
+
+
+def _check_before_run(config: Path, dask: str | None) -> None:
+    """Refuse a missing or invalid config, schema, plan or Dask address before anything heavy is imported."""
+    from dqrelease.cluster import local_worker_count
+
+    loaded, schema = _load(config)
+    _plan_public(loaded, schema)
+    address = dask or loaded.run.dask_address
+    if address is not None:
+        local_worker_count(address)
+
+
+class _QuietConsole(logging.Filter):
+    """Keep Prefect's run logs off the terminal (they are in the Prefect server); keep other warnings.
+
+    A failed run reaches the CLI as its exception and is printed as one line; the run logs would repeat it
+    with two tracebacks.
+    """
+
+    RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING and not record.name.startswith(self.RUN_LOGGERS)
+
+
+@contextmanager
+def _quiet_prefect_console() -> Iterator[None]:
+    """Filter Prefect's terminal handler with :class:`_QuietConsole` (not with --debug).
+
+    Call it after importing the flow: ``prefect.main`` configures logging when it is imported.
+    """
+    if _state["debug"]:
+        yield
+        return
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    quiet = _QuietConsole()
+    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in ("uvicorn", "fastapi"))]
+    handlers = {h for lg in loggers for h in lg.handlers if isinstance(h, PrefectConsoleHandler)}
+    for handler in handlers:
+        handler.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(quiet)
+
+
 def _run_release(config: Path, *, quiet: bool, dask: str | None = None) -> dict:
-    _prefect_environment()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from dqrelease import progress
+    from dqrelease.prefect_server import prefect_api
+
+    _prefect_environment()
+    api = prefect_api()  # a server started here starts while the flow's imports run
     from dqrelease.flows.release import run_release
 
+    # no bar when stderr is not a terminal (a log file or a pipe gets no redraw sequences)
     bar = Progress(TextColumn("synthesizing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.fields[status]}"), console=console, disable=quiet)
+                   TextColumn("{task.fields[status]}"), console=console, disable=quiet or not console.is_terminal)
     handle = {}
 
     def sink(done: int, total: int, public: dict) -> None:
         if "task" not in handle:
             handle["task"] = bar.add_task("rounds", total=total, status="")
-        bar.update(handle["task"], completed=done, status=f"oracle {public['source']} {public['status']}")
+        bar.update(handle["task"], completed=done, status=progress.describe_round(public))
 
     progress.set_sink(sink)
     try:
-        with bar:
+        with api.connected(), _quiet_prefect_console(), bar:
             return run_release(str(config), dask_address=dask)
     finally:
         progress.clear_sink()
@@ -122,50 +232,52 @@ def _run_release(config: Path, *, quiet: bool, dask: str | None = None) -> dict:
 
 @app.command()
 def run(
-    config: Annotated[Path, typer.Argument(help="Release config (TOML).")],
-    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    config: Annotated[Path, typer.Argument(metavar="CONFIG", help="Release config (TOML).")],
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
     dask: Annotated[
         str | None,
-        typer.Option(help="Dask scheduler (tcp://host:8786), or 'local' / 'local:N' for N local worker processes."),
+        typer.Option(
+            metavar="ADDRESS",
+            help="Dask scheduler (tcp://host:8786), or 'local' / 'local:N' for N local worker processes.",
+        ),
     ] = None,
 ) -> None:
     """Run a release: ingest, validate, charge the budget, synthesize, publish."""
     with _exit_codes():
+        _check_before_run(config, dask)
         summary = _run_release(config, quiet=quiet, dask=dask)
-    out = Console()
-    out.print(f"[green]release {summary['run_id']} published[/green]")
-    out.print(f"  synthetic table: {summary['release']}  ({', '.join(summary['outputs'])})")
-    out.print(f"  INTERNAL error report + audit manifest: {summary['internal']}")
+    out = _stdout()
     cost = summary["privacy"][summary["accounting_mode"]]
     mode = summary["accounting_mode"]
-    out.print(f"  privacy charged ({mode}): epsilon={cost['epsilon']:.4g}, delta={cost['delta']:.3g}")
+    out.print(Text(f"release {summary['run_id']} published", style="green"))
+    for line in (
+        f"  synthetic table: {summary['release']}  ({', '.join(summary['outputs'])})",
+        f"  INTERNAL error report + audit manifest: {summary['internal']}",
+        f"  privacy charged ({mode}): epsilon={cost['epsilon']:.4g}, delta={cost['delta']:.3g}",
+    ):
+        out.print(line, markup=False, highlight=False)
 
 
 @app.command()
 def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")]) -> None:
     """Show the privacy cost and the mechanism parameters without touching the data."""
     with _exit_codes():
-        from dqrelease.discretize import domain_from_schema
-        from dqrelease.plan import build_workload, plan_release
-
         loaded, schema = _load(config)
-        domain = domain_from_schema(schema)
-        workload = build_workload(loaded.workload, domain)
-        if loaded.privacy.n == "noisy":
-            from dqrelease.plan import mechanism_budget
+        domain, workload, result = _plan_public(loaded, schema)
+    out = _stdout()
+    if result is None:
+        from dqrelease.plan import mechanism_budget
 
-            epsilon, delta = mechanism_budget(loaded)
-            Console().print(
-                f"release [bold]{loaded.name}[/bold]: n is private (add/remove neighbours). The run first charges "
-                f"a Laplace count (epsilon={loaded.privacy.n_epsilon}, delta={loaded.privacy.delta / 2:.3g}), then "
-                f"plans {loaded.mechanism.name} within epsilon={epsilon}, delta={delta:.3g} using the count's "
-                "lower bound; the number of rounds is known only after the count."
-            )
-            return
-        result = plan_release(loaded, n=int(loaded.privacy.n), workload=workload)
-    out = Console()
-    out.print(f"release [bold]{loaded.name}[/bold]: {domain.n_bits} binary attributes from {len(domain)} columns, "
-              f"workload {workload.description} ({len(workload):,} queries)")
+        epsilon, delta = mechanism_budget(loaded)
+        out.print(
+            f"release {loaded.name}: n is private (add/remove neighbours). The run first charges "
+            f"a Laplace count (epsilon={loaded.privacy.n_epsilon}, delta={loaded.privacy.delta / 2:.3g}), then "
+            f"plans {loaded.mechanism.name} within epsilon={epsilon}, delta={delta:.3g} using the count's "
+            "lower bound; the number of rounds is known only after the count.", markup=False, highlight=False,
+        )
+        return
+    out.print(f"release {loaded.name}: {domain.n_bits} binary attributes from {len(domain)} columns, "
+              f"workload {workload.description} ({len(workload):,} queries)", markup=False, highlight=False)
     table = Table("parameter", "value")
     for key, value in result.parameters.items():
         table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
@@ -177,7 +289,7 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
                       "" if cost.rho is None else f"{cost.rho:.5g}", cost.method)
     out.print(costs)
     for note in result.notes:
-        out.print(note)
+        out.print(note, markup=False, highlight=False)
 
 
 def _ledger(ledger: Path | None, config: Path | None):
@@ -188,16 +300,84 @@ def _ledger(ledger: Path | None, config: Path | None):
     return Ledger(ledger if ledger is not None else _load(config)[0].ledger.path)
 
 
+SMALLEST_PLAIN = Fraction(1, 10_000)
+"""Amounts below this (typically δ) are shown in e-notation; larger ones as plain decimals."""
+
+
+def _amount(value: Fraction | None) -> str:
+    """An exact amount as a short decimal, rounded to 6 significant digits (``--json`` has the exact fraction).
+
+    A float amount such as δ = 1e-6 is stored at its binary value (slightly below 10⁻⁶); rounding to nearest
+    shows it as ``1e-6`` again.
+    """
+    from decimal import Decimal, localcontext
+
+    if value is None:
+        return "-"
+    with localcontext() as context:
+        context.prec = 6
+        number = (Decimal(value.numerator) / Decimal(value.denominator)).normalize()
+    if number == 0 or abs(value) >= SMALLEST_PLAIN:
+        return f"{number:f}"
+    return f"{number:e}".replace("e-0", "e-")
+
+
+def _budget_table(budgets: list[Any]) -> Table:
+    table = Table("dataset", "charges", "budget", "cap", "spent", "remaining")
+    for budget in budgets:
+        cap, spent, remaining = budget.cap, budget.spent, budget.remaining
+        names = ("epsilon", "delta", "rho") if cap is not None and cap.rho is not None else ("epsilon", "delta")
+        for index, name in enumerate(names):
+            table.add_row(
+                budget.dataset_id if index == 0 else "",
+                str(spent.charges) if index == 0 else "",
+                name,
+                "none" if cap is None else _amount(getattr(cap, name)),
+                _amount(getattr(spent, name)),
+                "-" if remaining is None else _amount(getattr(remaining, name)),
+            )
+    return table
+
+
+def _charges_table(charges: tuple[Any, ...]) -> Table:
+    table = Table("#", "charged at (UTC)", "run", "mechanism", "accounting", "epsilon", "delta", "rho")
+    for charge in charges:
+        table.add_row(
+            str(charge.seq), charge.charged_at.strftime("%Y-%m-%d %H:%M:%S"), charge.run_id, charge.mechanism,
+            charge.mode, _amount(charge.epsilon), _amount(charge.delta), _amount(charge.rho),
+        )
+    return table
+
+
 @budget_app.command("show")
 def budget_show(
     dataset: Annotated[str | None, typer.Argument(help="Dataset id (default: all).")] = None,
-    ledger: Annotated[Path | None, typer.Option(help="Ledger DuckDB file.")] = None,
-    config: Annotated[Path | None, typer.Option(help="Take the ledger path from this config.")] = None,
+    ledger: Annotated[Path | None, typer.Option(metavar="FILE", help="Ledger DuckDB file.")] = None,
+    config: Annotated[
+        Path | None, typer.Option(metavar="CONFIG", help="Take the ledger path from this config.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON (exact amounts as fractions, every charge) instead.")
+    ] = False,
 ) -> None:
-    """Show caps, spent and remaining budget, and the charges."""
+    """Show each dataset's cap, spent and remaining budget (and its charges when DATASET is given)."""
     with _exit_codes():
-        rows = _ledger(ledger, config).show(dataset)
-    Console().print_json(json.dumps(rows, default=str))
+        store = _ledger(ledger, config)
+        budgets = store.budgets(dataset)
+    if as_json:
+        typer.echo(json.dumps([budget.as_dict() for budget in budgets], indent=2, default=str))
+        return
+    out = _stdout()
+    if not budgets:
+        which = f"dataset {dataset!r}" if dataset is not None else "any dataset"
+        out.print(f"ledger {store.path} has no cap or charge for {which}", markup=False, highlight=False)
+        return
+    out.print(_budget_table(budgets))
+    if dataset is not None and budgets[0].charges:
+        out.print(_charges_table(budgets[0].charges))
+    if any(budget.cap is None for budget in budgets):
+        out.print("a dataset without a cap refuses every charge: set one with `dqrelease budget set-cap`",
+                  markup=False, highlight=False)
 
 
 @budget_app.command("set-cap")
@@ -206,13 +386,18 @@ def budget_set_cap(
     epsilon: Annotated[float, typer.Option(help="Cap on the total epsilon.")],
     delta: Annotated[float, typer.Option(help="Cap on the total delta.")],
     rho: Annotated[float | None, typer.Option(help="Optional zCDP cap.")] = None,
-    ledger: Annotated[Path | None, typer.Option(help="Ledger DuckDB file.")] = None,
-    config: Annotated[Path | None, typer.Option(help="Take the ledger path from this config.")] = None,
+    ledger: Annotated[Path | None, typer.Option(metavar="FILE", help="Ledger DuckDB file.")] = None,
+    config: Annotated[
+        Path | None, typer.Option(metavar="CONFIG", help="Take the ledger path from this config.")
+    ] = None,
 ) -> None:
     """Create or change a dataset's budget cap."""
     with _exit_codes():
         _ledger(ledger, config).set_cap(dataset, epsilon=epsilon, delta=delta, rho=rho)
-    Console().print(f"cap of {dataset}: epsilon={epsilon}, delta={delta}" + (f", rho={rho}" if rho else ""))
+    _stdout().print(
+        f"cap of {dataset}: epsilon={epsilon}, delta={delta}" + (f", rho={rho}" if rho else ""),
+        markup=False, highlight=False,
+    )
 
 
 VERIFY_HELP = (
@@ -239,17 +424,22 @@ def verify(
 
         record = read_manifest(manifest)
         formats = check_published(record, release_dir=release)
-        Console().print(f"published files match the manifest: {', '.join(formats)}", markup=False, highlight=False)
+        _stdout().print(f"published files match the manifest: {', '.join(formats)}", markup=False, highlight=False)
         prepare_replay(manifest)  # refuse before Prefect starts; the replay flow checks again before reading
+        from dqrelease.prefect_server import prefect_api
+
         _prefect_environment()
+        api = prefect_api()
         from dqrelease.flows.release import replay_release
 
-        summary = replay_release(str(manifest))
+        with api.connected(), _quiet_prefect_console():
+            summary = replay_release(str(manifest))
         expected = {fmt: output.model_dump() for fmt, output in record.outputs.items()}
         reproduced = compare_outputs(expected, summary["outputs"])
-    Console().print(
-        f"[green]verified[/green]: {', '.join(reproduced)} reproduced byte for byte by a replay "
-        "(nothing charged, nothing published)", highlight=False,
+    _stdout().print(
+        Text.assemble(("verified", "green"), f": {', '.join(reproduced)} reproduced byte for byte by a replay "
+                      "(nothing charged, nothing published)"),
+        highlight=False,
     )
 
 
@@ -263,11 +453,90 @@ def serve(
     with _exit_codes():
         loaded, _ = _load(config)
         _prefect_environment()
+        from dqrelease.prefect_server import prefect_api
+
+        api = prefect_api()
         from dqrelease.flows.release import release
 
-        release.serve(
-            name=name or loaded.name, cron=cron, parameters={"config_path": str(Path(config).resolve())}
-        )
+        with api.connected():  # the deployment and its runs live in the same server as `dqrelease run`'s
+            release.serve(
+                name=name or loaded.name, cron=cron, parameters={"config_path": str(Path(config).resolve())}
+            )
+
+
+def _describe_server(record: Any) -> str:
+    return (f"{record.ui_url} (API {record.api_url}, pid {record.pid}, Prefect {record.prefect_version}, "
+            f"started {record.started_at}; log {record.log})")
+
+
+def _configured_note() -> str | None:
+    from dqrelease.prefect_server import configured_api_url
+
+    _prefect_environment()
+    url = configured_api_url()
+    return None if url is None else (
+        f"runs use the Prefect API configured in Prefect's settings ({url}); dqrelease starts no server"
+    )
+
+
+@server_app.command("start")
+def server_start(
+    port: Annotated[int | None, typer.Option(help="Port of a new server (default: 4200 if free, else any free one).")]
+    = None,
+) -> None:
+    """Start the local Prefect server in the background (or show the one already running)."""
+    with _exit_codes():
+        from dqrelease.prefect_server import find_or_start, wait_until_ready
+
+        note = _configured_note()
+        if note is None:
+            record, started = find_or_start(port=port)
+            wait_until_ready(record)
+    out = _stdout()
+    if note is not None:
+        out.print(note, markup=False, highlight=False)
+        return
+    out.print(f"{'started' if started else 'already running'}: Prefect server at {_describe_server(record)}",
+              markup=False, highlight=False)
+
+
+@server_app.command("status")
+def server_status_command() -> None:
+    """Show whether the local Prefect server runs, where, and which API runs use."""
+    with _exit_codes():
+        from dqrelease.prefect_server import server_status, state_dir
+
+        note = _configured_note()
+        status = server_status()
+    out = _stdout()
+    if note is not None:
+        out.print(note, markup=False, highlight=False)
+    record = status.record
+    if status.state in ("running", "starting"):
+        line = f"{status.state}: Prefect server started by dqrelease at {_describe_server(record)}"
+    elif status.state == "stale":
+        line = (f"not running: the state file named pid {record.pid}, which is no longer the server dqrelease "
+                "started; removed the stale state file (nothing was stopped)")
+    else:
+        line = f"not running (no server recorded in {state_dir()}); the next `dqrelease run` starts one"
+    out.print(line, markup=False, highlight=False)
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop the local Prefect server dqrelease started (never a server it did not start)."""
+    with _exit_codes():
+        from dqrelease.prefect_server import state_dir, stop_server
+
+        outcome, record = stop_server()
+    if outcome == "stopped":
+        line = f"stopped the Prefect server at {record.ui_url} (pid {record.pid})"
+    elif outcome == "stale":
+        line = (f"nothing to stop: the state file named pid {record.pid}, which is no longer the server "
+                "dqrelease started; removed the stale state file (nothing was killed)")
+    else:
+        line = f"nothing to stop: no server started by dqrelease is recorded in {state_dir()}"
+    _stdout().print(line, markup=False, highlight=False)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -8,7 +8,8 @@ Two views are written:
   settings, output file hashes, and the path of the restricted seed file (never the seed itself).
   A replay (:mod:`dqrelease.replay`) refuses to run unless the config, schema, inputs, code and package
   versions still have these hashes and versions.
-* ``releases/<run_id>/release.json`` (public): the same minus the input-file hashes. A hash of the private
+* ``releases/<run_id>/release.json`` (public): the same minus the input-file hashes, with every local path
+  written relative to the release directory (no absolute path of the operator's machine). A hash of the private
   input is a deterministic function of the data; with all but one record known it would confirm a guess of
   the last one, so it never leaves the internal directory.
 """
@@ -20,6 +21,7 @@ import glob
 import hashlib
 import importlib.util
 import json
+import os
 import platform
 import subprocess
 from importlib import metadata
@@ -127,8 +129,15 @@ def build_manifest(
     rows: int,
     seed_file: str | None,
     public: bool,
+    release_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """The manifest as a dict (``public=True`` drops the input-file hashes and the seed-file path)."""
+    """The manifest as a dict.
+
+    ``public=True`` drops the input-file hashes and the seed-file path, and writes every local path (the
+    config file, and the schema, source, ledger and output paths in the config) relative to ``release_dir``,
+    the published directory that holds ``release.json``: the public file names no absolute local path. The
+    internal manifest keeps absolute paths (``verify`` reads them).
+    """
     manifest: dict[str, Any] = {
         "run_id": run_id,
         "release": config.name,
@@ -150,7 +159,24 @@ def build_manifest(
     if not public:
         manifest["input_sha256"] = input_hashes(config)
         manifest["seed_file"] = seed_file
-    return manifest
+        return manifest
+    if release_dir is None:
+        raise ValueError("a public manifest needs release_dir: its paths are written relative to it")
+    return _relative_paths(manifest, Path(release_dir))
+
+
+def _relative_paths(value: Any, start: Path) -> Any:
+    """``value`` with every absolute path string (at any depth) rewritten relative to ``start``."""
+    if isinstance(value, dict):
+        return {key: _relative_paths(item, start) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_relative_paths(item, start) for item in value]
+    if isinstance(value, str) and Path(value).is_absolute():
+        try:
+            return Path(os.path.relpath(value, start)).as_posix()
+        except ValueError:  # another drive (Windows): no relative path exists; keep the name only
+            return Path(value).name
+    return value
 
 
 def plan_fingerprint(plan: dict[str, Any]) -> str:

@@ -116,7 +116,8 @@ def write_manifests(
         "outputs": outputs, "rows": rows, "seed_file": seed_file,
     }
     write_json(build_manifest(**common, public=False), run.staging_internal / "manifest.json")
-    write_json(build_manifest(**common, public=True), run.staging_release / "release.json")
+    release = build_manifest(**common, public=True, release_dir=run.release_dir)
+    write_json(release, run.staging_release / "release.json")
 
 
 @task(name="publish", **TASK_OPTIONS)

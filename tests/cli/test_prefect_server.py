@@ -1,0 +1,121 @@
+"""The reusable local Prefect server: started once, found again, stale state handled, never someone else's killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from typer.testing import CliRunner
+
+from dqrelease import prefect_server
+from dqrelease.cli import app
+from dqrelease.prefect_server import ServerRecord, find_or_start, server_status, stop_server, wait_until_ready
+
+
+@pytest.fixture()
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "state"
+    monkeypatch.setenv("DQRELEASE_STATE_DIR", str(directory))
+    return directory
+
+
+def _write_state(directory: Path, *, pid: int, create_time: float) -> ServerRecord:
+    record = ServerRecord(
+        pid=pid, create_time=create_time, api_url="http://127.0.0.1:9/api", port=9, prefect_version="3.8.8",
+        started_at="2026-01-01T00:00:00+00:00", log=str(directory / "prefect-server.log"),
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "prefect-server.json").write_text(json.dumps(record.__dict__))
+    return record
+
+
+def test_a_state_file_naming_a_finished_process_is_stale_and_removed(state: Path):
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    _write_state(state, pid=finished.pid, create_time=1.0)
+
+    status = server_status()
+    assert status.state == "stale" and status.record.pid == finished.pid
+    assert not (state / "prefect-server.json").exists()
+    assert server_status().state == "stopped"
+    assert stop_server() == ("none", None)
+
+
+def test_stop_never_kills_a_process_dqrelease_did_not_start(state: Path):
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        # the pid is alive but its start time is not the recorded one: a reused pid, not our server
+        _write_state(state, pid=other.pid, create_time=psutil.Process(other.pid).create_time() - 100.0)
+        outcome, record = stop_server()
+        assert outcome == "stale" and record.pid == other.pid
+        assert other.poll() is None, "a process dqrelease did not start was signalled"
+        assert not (state / "prefect-server.json").exists()
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_the_cli_reports_a_stale_state_file_without_stopping_anything(state: Path):
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    _write_state(state, pid=finished.pid, create_time=1.0)
+    result = CliRunner().invoke(app, ["server", "stop"])
+    assert result.exit_code == 0, result.output
+    assert f"the state file named pid {finished.pid}" in result.output and "nothing was killed" in result.output
+
+
+def test_an_explicit_prefect_api_url_is_used_and_nothing_is_started(tmp_path: Path):
+    code = (
+        "from dqrelease.prefect_server import prefect_api\n"
+        "api = prefect_api()\n"
+        "print(api.source, api.url)\n"
+    )
+    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api", "DQRELEASE_STATE_DIR": str(tmp_path / "s")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.split() == ["configured", "http://127.0.0.1:9/api"]
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("ephemeral", "ephemeral None"), ("sometimes", "ConfigInvalidError")])
+def test_the_server_mode_switch(tmp_path: Path, mode: str, expected: str):
+    code = (
+        "from dqrelease.prefect_server import prefect_api\n"
+        "try:\n"
+        "    api = prefect_api()\n"
+        "    print(api.source, api.url)\n"
+        "except Exception as error:\n"
+        "    print(type(error).__name__)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    env.update(DQRELEASE_PREFECT_SERVER=mode, DQRELEASE_STATE_DIR=str(tmp_path / "s"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == expected
+    assert not (tmp_path / "s" / "prefect-server.json").exists()
+
+
+@pytest.mark.slow
+def test_a_server_is_started_once_found_again_and_stopped(state: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
+    port = prefect_server._free_port()
+    record, started = find_or_start(port=port)
+    try:
+        assert started and record.port == port
+        wait_until_ready(record, timeout=240)
+        assert server_status().state == "running"
+
+        again, started_again = find_or_start()
+        assert (again, started_again) == (record, False)  # found, not started twice
+
+        shown = CliRunner().invoke(app, ["server", "status"])
+        assert shown.exit_code == 0
+        assert f"running: Prefect server started by dqrelease at {record.ui_url}" in shown.output
+    finally:
+        outcome, _ = stop_server()
+    assert outcome == "stopped"
+    assert not psutil.pid_exists(record.pid) or psutil.Process(record.pid).status() == psutil.STATUS_ZOMBIE
+    assert server_status().state == "stopped"

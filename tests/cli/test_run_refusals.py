@@ -1,0 +1,111 @@
+"""Refusals inside a run (validation failure, budget refused) as a shell sees them: one line and the code.
+
+A refusal raised inside the Prefect flow used to print Prefect's two tracebacks and, at exit, DuckDB's
+"nanobind: leaked ..." warnings before the one useful line. The run is a fresh ``python -m dqrelease.cli``
+process talking to the session's Prefect test server (``PREFECT_API_URL``), on 1,500 rows of Adult.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dqrelease.errors import ExitCode
+
+ROOT = Path(__file__).resolve().parents[2]
+ADULT = ROOT / "examples" / "adult"
+ROWS = 1500
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+CONFIG = """
+name = "adult-refusal"
+schema_file = "{schema}"
+
+[source]
+format = "csv"
+paths = ["adult-slice.csv"]
+header = false
+column_names = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
+  "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "income"]
+
+[privacy]
+n = {rows}
+epsilon = 1.0
+delta = 1e-6
+accounting = "tight"
+
+[workload]
+kind = "random_marginals"
+k = 3
+count = 6
+seed = 3
+
+[mechanism]
+name = "dualquery"
+eta = 1.0
+samples = 40
+
+[ledger]
+path = "ledger.duckdb"
+dataset_id = "adult-slice"
+initial_cap_epsilon = {cap}
+initial_cap_delta = 1e-5
+
+[output]
+directory = "out"
+"""
+
+
+def _workspace(tmp_path: Path, *, cap: float, bad_value: bool) -> Path:
+    lines = (ADULT / "data" / "adult.data").read_text().splitlines()[:ROWS]
+    if bad_value:
+        lines[5] = lines[5].replace("Private", "Moonlighting-Zebra", 1)
+    (tmp_path / "adult-slice.csv").write_text("\n".join(lines) + "\n")
+    config = tmp_path / "release.toml"
+    config.write_text(CONFIG.format(schema=ADULT / "schema.toml", rows=ROWS, cap=cap))
+    return config
+
+
+@pytest.mark.parametrize(
+    ("cap", "bad_value", "code", "words"),
+    [
+        (0.5, False, ExitCode.BUDGET_REFUSED, "budget refused"),
+        (5.0, True, ExitCode.VALIDATION_FAILED, "workclass"),
+    ],
+    ids=["budget-refused", "validation-failed"],
+)
+def test_a_refusal_inside_a_run_is_one_line_on_stderr_and_its_exit_code(
+    tmp_path: Path, cap: float, bad_value: bool, code: ExitCode, words: str
+):
+    from prefect.settings import PREFECT_API_URL
+
+    config = _workspace(tmp_path, cap=cap, bad_value=bad_value)
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "COLUMNS": "40"}
+    result = subprocess.run(
+        [sys.executable, "-m", "dqrelease.cli", "run", str(config)], capture_output=True, text=True, env=env,
+        cwd=tmp_path, timeout=300, check=False,
+    )
+    assert result.returncode == code, result.stderr
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()  # no traceback, no Prefect log, no "nanobind: leaked" warning
+    assert line.startswith("error: ") and words in line
+    assert "Moonlighting-Zebra" not in line
+
+
+def test_debug_shows_the_traceback_of_a_refusal(tmp_path: Path):
+    from prefect.settings import PREFECT_API_URL
+
+    config = _workspace(tmp_path, cap=0.5, bad_value=False)
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    result = subprocess.run(
+        [sys.executable, "-m", "dqrelease.cli", "--debug", "run", str(config)], capture_output=True, text=True,
+        env=env, cwd=tmp_path, timeout=300, check=False,
+    )
+    assert result.returncode == ExitCode.BUDGET_REFUSED
+    assert "Traceback" in result.stderr and "BudgetRefusedError" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("error: budget refused")
