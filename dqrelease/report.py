@@ -76,7 +76,7 @@ FEW_DISTINCT_SHARE = 0.1
 """The summary warns when the published rows have fewer distinct rows than this share of the true table's
 distinct rows (of the published rows when the true table's are not counted, e.g. sparse binary data)."""
 
-MAX_PANELS = 48
+MAX_PANELS = 30
 """Columns drawn as small multiples (the largest TVDs first when the schema has more)."""
 
 MAX_HEATMAP_COLUMNS = 100
@@ -887,11 +887,14 @@ def _pairs_section(document: _Document, report: dict[str, Any], plots: dict[str,
     if not pairs:
         document.paragraph("The table has one column: there is no pair.")
         return
+    heatmap = len(fidelity["columns"]) <= MAX_HEATMAP_COLUMNS
     document.paragraph(
-        f"The TVD of the joint distribution of each pair of columns ({fidelity['pairs_rule']}); grey cells are pairs "
-        "not evaluated. The worst pairs:"
+        f"The TVD of the joint distribution of each pair of columns ({fidelity['pairs_rule']})"
+        + ("; grey cells are pairs not evaluated." if heatmap and report["fidelity"]["pairs_total"] > len(pairs)
+           else "; with more than 100 columns, a histogram of the pairs' TVDs." if not heatmap else ".")
     )
     document.figure(plots.get("pairs"), "two-way TVD of every evaluated pair of columns")
+    document.paragraph("The worst pairs:")
     worst = sorted(pairs, key=lambda p: -p["tvd"])[:12]
     document.table(
         ["pair", "TVD", "worst cell", "true share", f"{fidelity['evaluated']} share"],
