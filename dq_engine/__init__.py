@@ -2,7 +2,8 @@
 
 DualQuery and DQRS (and the papers' other mechanisms) over public domains of one-hot / binary attributes,
 k-way marginal workloads, a CP-SAT best-response oracle and exact privacy accounting. Only numpy, pandas,
-scipy, ortools and opendp are used here: no Prefect, DuckDB or Great Expectations (a test enforces it).
+scipy, ortools, opendp and randomgen (the ChaCha20 bit generator) are used here: no Prefect, DuckDB or Great
+Expectations (a test enforces it).
 """
 
 from dq_engine.accounting import (

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from prefect import get_run_logger, task
 
-from dq_engine import Dataset, Workload
+from dq_engine import Dataset, Workload, ZCDPEvent
 from dqrelease.config import ReleaseConfig, config_hash
 from dqrelease.discretize import domain_from_schema
 from dqrelease.errors import UnchargedRunError
@@ -46,13 +48,47 @@ def plan_privacy(config: ReleaseConfig, n: int, workload: Workload) -> ReleasePl
     return plan
 
 
+def rounded_up(value: float | None) -> Fraction | None:
+    """A float cost as the exact amount the ledger records, rounded *up* to the next float above it.
+
+    The accounting computes costs in float64, where every operation rounds to nearest, so a computed ε or ρ can
+    sit below its exact value by half an ulp; the next representable value above is an upper bound on the
+    result of that last rounding. Zero stays zero.
+    """
+    if value is None:
+        return None
+    return Fraction(math.nextafter(value, math.inf)) if value > 0 else Fraction(0)
+
+
+def ledger_amounts(plan: ReleasePlan) -> tuple[Fraction, Fraction, Fraction | None]:
+    """The plan's charge as exact ledger amounts ``(ε, δ, ρ)``, never below the cost.
+
+    * A pure cost that is the basic composition of the plan's events is that sum, exactly (each event's ε
+      as the exact value of its float), so a pure release whose ε equals the cap fits it;
+    * any other ε, and ρ, are computed in float64 and are rounded up (:func:`rounded_up`);
+    * δ is the analysis' input (the configured δ or its share), not a computed value: exact.
+    """
+    cost = plan.charged
+    exact_pure = sum(
+        (event.count * Fraction(event.epsilon) for event in plan.events if not isinstance(event, ZCDPEvent)),
+        Fraction(0),
+    )
+    is_basic_composition = (
+        cost.delta == 0 and cost.pure_epsilon is not None and cost.epsilon == cost.pure_epsilon
+        and not any(isinstance(event, ZCDPEvent) and event.count and event.rho for event in plan.events)
+        and float(exact_pure) == cost.epsilon
+    )
+    epsilon = exact_pure if is_basic_composition else rounded_up(cost.epsilon)
+    return epsilon, Fraction(cost.delta), rounded_up(cost.rho)
+
+
 @task(name="charge-budget", **TASK_OPTIONS)
 @private_errors
 def charge_budget(config: ReleaseConfig, plan: ReleasePlan, run: RunContext) -> dict[str, Any]:
     """Commit the plan's cost to the ledger (refused if it would exceed the dataset's cap)."""
-    cost = plan.charged
+    epsilon, delta, rho = ledger_amounts(plan)
     receipt = _ledger(config).charge(
-        config.ledger.dataset_id, epsilon=cost.epsilon, delta=cost.delta, rho=cost.rho, mode=plan.mode,
+        config.ledger.dataset_id, epsilon=epsilon, delta=delta, rho=rho, mode=plan.mode,
         mechanism=plan.mechanism, config_hash=config_hash(config), run_id=run.run_id,
         note=f"{plan.mechanism} release {config.name}",
     )
@@ -69,8 +105,8 @@ def count_records(
     The charge is ``n_epsilon`` plus δ/2 (the probability that the count's lower bound fails).
     """
     event = count_event(config)
-    receipt = _ledger(config).charge(
-        config.ledger.dataset_id, epsilon=event.epsilon, delta=config.privacy.delta / 2, rho=None,
+    receipt = _ledger(config).charge(  # both amounts are configured values, exact: ε as given, δ halved exactly
+        config.ledger.dataset_id, epsilon=Fraction(event.epsilon), delta=Fraction(config.privacy.delta) / 2, rho=None,
         mode=config.privacy.accounting, mechanism="laplace-count", config_hash=config_hash(config),
         run_id=run.run_id, note=f"noisy record count for release {config.name}",
     )
@@ -95,6 +131,14 @@ def replay_count(target: ReplayTarget, data: Dataset, rng: np.random.Generator) 
 
 
 def _noisy_planning_n(config: ReleaseConfig, data: Dataset, rng: np.random.Generator) -> int:
-    """Draw the noisy record count and return its planning ``n`` (the one draw a release and its replay share)."""
-    noisy = data.n + rng.laplace(0.0, 1.0 / count_event(config).epsilon)
-    return planning_n(config, noisy)
+    """Draw the noisy record count and return its planning ``n`` (the one draw a release and its replay share).
+
+    The count gets exact discrete Laplace noise of scale ``1/n_epsilon`` (:func:`dq_engine.noise.discrete_laplace`;
+    sensitivity 1 under add/remove neighbours). :func:`~dqrelease.plan.noisy_count_lower_bound` fails only when
+    the noise is at least ``t + 1`` (``t = ln(1/(2·failure))/ε``), and the discrete tail
+    ``P[Z ≥ k] = e^{-εk}/(1 + e^{-ε}) ≤ e^{-ε(k-1)}/2`` keeps that below ``e^{-εt}/2``, the charged δ/2.
+    """
+    from dq_engine.noise import discrete_laplace
+
+    noisy = discrete_laplace(np.array([data.n]), scale=1.0 / count_event(config).epsilon, rng=rng)
+    return planning_n(config, int(noisy[0]))
