@@ -63,6 +63,13 @@ class SourceConfig(StrictModel):
         return self
 
 
+MAX_EPSILON = 100.0
+"""Largest epsilon a config accepts: beyond it a release protects nothing and the calibrations overflow."""
+
+MAX_OUTPUT_ROWS = 100_000_000
+"""Most rows a release may publish (the decoded table is built in memory)."""
+
+
 class PrivacyConfig(StrictModel):
     """Neighbouring relation, dataset size, target budget and accounting mode."""
 
@@ -79,11 +86,15 @@ class PrivacyConfig(StrictModel):
             "with a charged Laplace count."
         ),
     )
-    n_epsilon: float = Field(default=0.0, ge=0, description="epsilon of the noisy count (n = 'noisy' only).")
-    epsilon: float | None = Field(
-        default=None, gt=0, description="Target epsilon (T is derived when rounds is omitted)."
+    n_epsilon: float = Field(
+        default=0.0, ge=0, le=MAX_EPSILON, allow_inf_nan=False,
+        description="epsilon of the noisy count (n = 'noisy' only).",
     )
-    delta: float = Field(gt=0, lt=1, description="Target delta.")
+    epsilon: float | None = Field(
+        default=None, gt=0, le=MAX_EPSILON, allow_inf_nan=False,
+        description="Target epsilon (T is derived when rounds is omitted); at most 100.",
+    )
+    delta: float = Field(gt=0, lt=1, allow_inf_nan=False, description="Target delta.")
     accounting: Literal["tight", "paper"] = Field(
         default="tight", description="Which accounting is charged to the ledger (both are reported)."
     )
@@ -208,7 +219,9 @@ class OutputConfig(StrictModel):
 
     directory: Path = Field(description="Parent directory of the published releases.")
     formats: list[Literal["parquet", "csv", "duckdb"]] = Field(default_factory=lambda: ["parquet", "csv", "duckdb"])
-    rows: int | None = Field(default=None, ge=1, description="Rows to publish (default: the public n).")
+    rows: int | None = Field(
+        default=None, ge=1, le=MAX_OUTPUT_ROWS, description="Rows to publish (default: the public n); at most 10^8."
+    )
     numeric_values: Literal["bucket_label", "uniform"] = Field(
         default="bucket_label", description="Numbers as their bucket label, or drawn uniformly inside the bucket."
     )
@@ -229,9 +242,12 @@ class LedgerConfig(StrictModel):
     path: Path = Field(description="DuckDB file of the ledger (shared by every release of the dataset).")
     dataset_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
     initial_cap_epsilon: float | None = Field(
-        default=None, gt=0, description="Cap created if the dataset has none yet (never changes an existing cap)."
+        default=None, gt=0, allow_inf_nan=False,
+        description="Cap created if the dataset has none yet (never changes an existing cap).",
     )
-    initial_cap_delta: float | None = Field(default=None, gt=0, lt=1, description="delta of that initial cap.")
+    initial_cap_delta: float | None = Field(
+        default=None, gt=0, lt=1, allow_inf_nan=False, description="delta of that initial cap."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> LedgerConfig:
@@ -247,7 +263,9 @@ class RunConfig(StrictModel):
         default="secure", description="'secure': OS entropy (real releases); 'seeded': tests and audits only."
     )
     seed: int | None = Field(default=None, ge=0, description="Seed for seed_mode = 'seeded'; never published.")
-    database: Path | None = Field(default=None, description="Working DuckDB file (default: <output>/work.duckdb).")
+    database: Path | None = Field(
+        default=None, description="Working DuckDB file (default: one per run in its staging folder, removed with it)."
+    )
     dask_address: str | None = Field(default=None, description="Run parallel tasks on this Dask scheduler.")
 
     @model_validator(mode="after")

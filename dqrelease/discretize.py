@@ -226,8 +226,8 @@ def _discretize_baskets(con: duckdb.DuckDBPyConnection, raw_table: str, schema: 
         cols_parts.append(cols.to_numpy(zero_copy_only=False)[keep].astype(np.int64))
     if unknown:
         raise ValidationFailedError(
-            f"{unknown} basket items are not declared as binary columns of the schema; declare the item universe "
-            "in the schema (values are not shown: they are private)",
+            "some basket items are not declared as binary columns of the schema; declare the item universe in the "
+            "schema (neither the items nor how many are shown: they are private)",
             [{"expectation": "expect_column_values_to_be_in_set", "column": "item", "unexpected_count": str(unknown)}],
         )
     rows = np.concatenate(rows_parts) if rows_parts else np.zeros(0, dtype=np.int64)

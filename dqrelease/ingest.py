@@ -18,7 +18,9 @@ is replaced, never appended to.
 
 from __future__ import annotations
 
+import csv
 import glob
+import gzip
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ import duckdb
 
 from dqrelease.config import SourceConfig
 from dqrelease.errors import ConfigInvalidError, ValidationFailedError
+from dqrelease.pause_points import pause_point
 from dqrelease.schema import BinaryColumn, Schema
 from dqrelease.warehouse import materialize, query_rows, row_count, run_script, table_columns
 
@@ -60,10 +63,13 @@ def ingest_source(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: 
     run_script(con, "macros")
     try:
         if source.format == "transactions":
-            return _ingest_baskets(con, source, schema, table)
-        return _ingest_wide(con, source, schema, table)
+            records = _ingest_baskets(con, source, schema, table)
+        else:
+            records = _ingest_wide(con, source, schema, table)
     finally:
         run_script(con, "source_cleanup")
+    pause_point("ingest")  # test-only (dqrelease.pause_points); inert unless DQRELEASE_TEST_PAUSE_AT=ingest
+    return records
 
 
 def is_basket_table(columns: list[str], schema: Schema) -> bool:
@@ -81,6 +87,7 @@ def is_basket_table(columns: list[str], schema: Schema) -> bool:
 
 # ---------------------------------------------------------------------- formats
 def _ingest_wide(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: Schema, table: str) -> int:
+    _check_unique_header(source, schema)
     _read_source(con, f"source_{source.format}", _source_variables(source), source)
     present = {name for name, _ in table_columns(con, _SOURCE_VIEW)}
     missing = [name for name in schema.names if name not in present]
@@ -148,12 +155,52 @@ def _check_files_exist(source: SourceConfig) -> None:
         return
     for path in source.paths:
         text = str(path)
+        if Path(text).is_dir():
+            raise ConfigInvalidError(
+                f"source path {path} is a directory, not a file; list its files in source.paths "
+                "(a glob such as 'folder/*.csv' works)"
+            )
         found = glob.glob(text) if glob.has_magic(text) else ([text] if Path(text).is_file() else [])
         if not found:
             raise ConfigInvalidError(
                 f"source file {path} does not exist; fix source.paths in the release config "
                 "(relative paths are resolved against the config file's directory)"
             )
+
+
+def _check_unique_header(source: SourceConfig, schema: Schema) -> None:
+    """Refuse CSV files whose header names a declared column twice (DuckDB would rename one and read the other).
+
+    Only plain and gzip files are checked (other compressions are left to DuckDB); a header that cannot be
+    decoded is left to the read, which refuses it with its own message.
+    """
+    if source.format != "csv" or not source.header:
+        return
+    declared = set(schema.names)
+    for pattern in source.paths:
+        text = str(pattern)
+        for name in sorted(glob.glob(text)) if glob.has_magic(text) else [text]:
+            fields = _header_fields(Path(name), source)
+            repeated = sorted({f for f in fields if f in declared and fields.count(f) > 1})
+            if repeated:
+                raise ValidationFailedError(
+                    f"the header of source file {Path(name).name} names column {_names(repeated)} more than once; "
+                    "rename or remove the duplicate column in the file",
+                    [{"expectation": "unique_column_names", "column": c, "unexpected_count": "1"} for c in repeated],
+                )
+
+
+def _header_fields(path: Path, source: SourceConfig) -> list[str]:
+    """The trimmed fields of the first non-comment line of a CSV file (empty if it cannot be read as text)."""
+    gzipped = source.gzip or path.suffix == ".gz"
+    try:
+        with (gzip.open(path, "rt", encoding="utf-8-sig", newline="") if gzipped
+              else open(path, encoding="utf-8-sig", newline="")) as handle:
+            lines = (line for line in handle if not (source.comment and line.startswith(source.comment)))
+            first = next(csv.reader(lines, delimiter=source.delimiter), [])
+    except (OSError, UnicodeDecodeError, EOFError, csv.Error):
+        return []
+    return [field.strip(" \t\r\n") for field in first]
 
 
 def _read_source(con: duckdb.DuckDBPyConnection, model: str, variables: dict[str, Any], source: SourceConfig) -> None:

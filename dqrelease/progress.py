@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from dqrelease.pause_points import pause_point
+
 __all__ = ["ProgressSink", "clear_sink", "describe_round", "emit", "set_sink"]
 
 ProgressSink = Callable[[int, int, dict[str, Any]], None]
@@ -50,5 +52,6 @@ def clear_sink() -> None:
 
 def emit(done: int, total: int, public: dict[str, Any]) -> None:
     """Send progress to every sink."""
+    pause_point("mechanism")  # test-only (dqrelease.pause_points); inert unless DQRELEASE_TEST_PAUSE_AT=mechanism
     for sink in list(_sinks):
         sink(done, total, public)
