@@ -797,11 +797,13 @@ def _summary(document: _Document, report: dict[str, Any]) -> None:
             f"{_fmt(summary['distinct_published_rows'])} are distinct; the most repeated row appears "
             f"{_fmt(summary['largest_multiplicity'])} times.",
         ))
-    facts.append((
-        "Synthetic records",
-        f"{_fmt(summary['synthetic_records'])} records in the mechanism's output "
-        f"({_fmt(summary['distinct_synthetic_records'])} distinct with positive weight).",
-    ))
+    if summary["distinct_synthetic_records"] is None:  # randomized response: its answers come from an estimator
+        synthetic = (f"{_fmt(summary['synthetic_records'])} randomized records (the published rows); the synthetic "
+                     "answers are an estimator's, not a table's.")
+    else:
+        synthetic = (f"{_fmt(summary['synthetic_records'])} records in the mechanism's output "
+                     f"({_fmt(summary['distinct_synthetic_records'])} distinct with positive weight).")
+    facts.append(("Synthetic records", synthetic))
     results = fidelity["results"]
     tables = ", ".join(f"{label} {_fmt(r['headline'])}" for label, r in results.items()
                        if r["max_one_way_tvd"] is not None and label not in ("synthetic", "published rows"))
@@ -848,7 +850,7 @@ def _fidelity_section(document: _Document, report: dict[str, Any]) -> None:
     ]
     def cell(label: str, key: str) -> str:
         value = results[label][key]
-        if value is None and key == "constraint_violations" and label in ("synthetic", "published rows"):
+        if value is None and key == "constraint_violations" and results[label]["distinct_rows"] is not None:
             return "none declared"
         return _fmt(value)
 
