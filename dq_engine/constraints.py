@@ -204,6 +204,23 @@ class Constraints:
             out[:, c] = violated[:, owner == c].any(axis=1)
         return out
 
+    def component_records(self, c: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every joint value of component ``c``'s attributes and whether it keeps the rules, or None if too many.
+
+        Returns:
+            ``(values, feasible)``: values ``(J, |component|)`` in C order over the component's attributes, and a
+            bool ``(J,)``; None when ``J`` exceeds :data:`_MAX_GROUP_CELLS` (sample by rejection instead).
+        """
+        attributes = self.components[c]
+        sizes = [int(self.domain.sizes[a]) for a in attributes]
+        if np.prod(sizes, dtype=np.float64) > _MAX_GROUP_CELLS:
+            return None
+        values = np.stack([g.ravel() for g in np.meshgrid(*[np.arange(s) for s in sizes], indexing="ij")], axis=1)
+        records = np.zeros((len(values), len(self.domain)), dtype=np.int64)
+        records[:, attributes] = values
+        # the combinations involving a component lie inside it: the other attributes' values do not matter
+        return values, self.restrict(self.involving(attributes)).feasible(records)
+
     def restrict(self, combinations: np.ndarray) -> Constraints:
         """The constraints made of the combinations with the given indices (same domain and witness)."""
         chosen = tuple(self.combinations[int(k)] for k in np.asarray(combinations, dtype=np.int64))
@@ -228,21 +245,28 @@ class Constraints:
         return np.array(self.witness, dtype=np.int64)
 
     # ------------------------------------------------------------------ evaluation
-    def literal_truth(self, codes: np.ndarray) -> list[np.ndarray]:
-        """Per combination, the truth of each of its literals: a list of ``(r, size_k)`` bool arrays."""
-        codes = self._records(codes)
-        return [
-            np.stack([table[codes[:, a]] for a, table in literals], axis=1) for literals in self._tables
-        ]
+    @cached_property
+    def _sets(self) -> tuple[tuple[tuple[int, frozenset[int]], ...], ...]:
+        """Per combination, ``(attribute, codes)`` pairs as Python sets: one record is checked faster in Python."""
+        return tuple(tuple((a, frozenset(codes)) for a, codes in literals) for _, literals in self.combinations)
+
+    def _violated_one(self, record: list[int]) -> list[int]:
+        """Indices of the combinations one record (a list of codes) violates."""
+        return [k for k, literals in enumerate(self._sets) if all(record[a] in codes for a, codes in literals)]
 
     def violated(self, codes: np.ndarray) -> np.ndarray:
-        """``(r, K)`` bool: record ``i`` satisfies every literal of combination ``k``."""
+        """``(r, K)`` bool: record ``i`` satisfies every literal of combination ``k``.
+
+        One gather of every literal's truth and one sum per combination (literals are stored combination by
+        combination), whatever ``K`` is.
+        """
         codes = self._records(codes)
-        out = np.ones((codes.shape[0], len(self)), dtype=bool)
-        for k, literals in enumerate(self._tables):
-            for a, table in literals:
-                out[:, k] &= table[codes[:, a]]
-        return out
+        if len(self) == 0:
+            return np.zeros((codes.shape[0], 0), dtype=bool)
+        flat = self._flat
+        truth = flat["table"][flat["table_start"] + codes[:, flat["attribute"]]]
+        first = np.concatenate([[0], np.cumsum(flat["size"])[:-1]])
+        return np.add.reduceat(truth.astype(np.int32), first, axis=1) == flat["size"]
 
     def feasible(self, codes: np.ndarray, *, attributes: np.ndarray | None = None) -> np.ndarray:
         """``(r,)`` bool: the record breaks no combination (a bool for a single record ``(m,)``).
@@ -253,6 +277,9 @@ class Constraints:
                 others, e.g. after changing only these attributes of feasible records).
         """
         single = np.ndim(codes) == 1
+        if single and attributes is None:  # one record (the oracle, the filler): Python sets beat numpy calls
+            record = self._records(codes)[0].tolist()
+            return not any(all(record[a] in c for a, c in literals) for literals in self._sets)
         records = self._records(codes)
         result = np.ones(records.shape[0], dtype=bool)
         chosen = None
@@ -299,30 +326,57 @@ class Constraints:
         names = np.array([name for name, _ in self.combinations], dtype=object)
         return {rule: int(violated[:, names == rule].any(axis=1).sum()) for rule in self.rule_names}
 
+    @cached_property
+    def _flat(self) -> dict[str, np.ndarray]:
+        """Every literal in flat arrays, combination by combination (for the vectorised :meth:`violated`).
+
+        ``attribute``: each literal's attribute; ``table``/``table_start``: the truth tables concatenated;
+        ``size``: literals per combination.
+        """
+        attribute, tables = [], []
+        for literals in self._tables:
+            for a, table in literals:
+                attribute.append(a)
+                tables.append(table)
+        lengths = np.array([len(t) for t in tables], dtype=np.int64)
+        return {
+            "attribute": np.array(attribute, dtype=np.int64),
+            "table": np.concatenate(tables) if tables else np.zeros(0, dtype=bool),
+            "table_start": np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64),
+            "size": np.array([len(literals) for literals in self._tables], dtype=np.int64),
+        }
+
+    @cached_property
+    def _move_bits(self) -> tuple[tuple[np.ndarray | None, ...], ...]:
+        """Per combination and literal: the bits of a one-hot attribute's listed codes (None for a binary one)."""
+        domain = self.domain
+        return tuple(
+            tuple(None if domain.is_binary[a] else int(domain.offsets[a]) + np.flatnonzero(table)
+                  for a, table in literals)
+            for literals in self._tables
+        )
+
     def blocked_bits(self, record: np.ndarray) -> np.ndarray:
         """Bits whose one-attribute move would make the feasible ``record`` infeasible (local-search moves).
 
         A move "turns a bit on": for a one-hot attribute it sets the attribute to the bit's value, for a binary
         attribute it flips the attribute. Combination ``k`` is broken by changing attribute ``a`` to ``v`` exactly
         when every *other* literal of ``k`` holds on ``record`` and ``v`` satisfies ``a``'s literal; only those
-        moves are returned (possibly with repeats).
+        moves are returned (possibly with repeats). One record per local-search step: checked in Python.
         """
-        record = np.asarray(record, dtype=np.int64)
-        blocked: list[np.ndarray] = []
-        domain = self.domain
-        for literals in self._tables:
-            truth = np.array([table[record[a]] for a, table in literals])
-            holding = int(truth.sum())
-            for position, (a, table) in enumerate(literals):
-                if holding - int(truth[position]) != len(literals) - 1:
-                    continue  # another literal is false: changing a cannot complete this combination
-                offset = int(domain.offsets[a])
-                if domain.is_binary[a]:
-                    if table[1 - record[a]]:
-                        blocked.append(np.array([offset]))
-                else:
-                    blocked.append(offset + np.flatnonzero(table))
-        return np.concatenate(blocked) if blocked else np.zeros(0, dtype=np.int64)
+        values = np.asarray(record).tolist()
+        out: list[np.ndarray] = []
+        for literals, bits in zip(self._sets, self._move_bits, strict=True):
+            false = [position for position, (a, codes) in enumerate(literals) if values[a] not in codes]
+            if len(false) != 1:
+                continue  # two literals fail (no single move completes it), or none (the record breaks it)
+            position = false[0]
+            a, codes = literals[position]
+            if bits[position] is not None:
+                out.append(bits[position])
+            elif 1 - values[a] in codes:  # a binary attribute: the flip completes the combination
+                out.append(np.array([int(self.domain.offsets[a])]))
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     # ------------------------------------------------------------------ repair
     def repair(self, codes: np.ndarray, reference: np.ndarray, free: np.ndarray) -> np.ndarray:
@@ -356,6 +410,10 @@ class Constraints:
         reference = np.broadcast_to(np.asarray(reference, dtype=out.dtype), out.shape)
         free_mask = np.zeros(len(self.domain), dtype=bool)
         free_mask[np.asarray(free)] = True
+        if single:
+            return self._repair_one(out[0], reference[0], free_mask)
+        if self.feasible(out).all():  # the common case, one gather per attribute set
+            return out[0] if single else out
         members = [self.combination_attributes(k) for k in range(len(self))]
         movable = [attrs[free_mask[attrs]] for attrs in members]
         for _ in range(int(free_mask.sum()) + 1):
@@ -368,6 +426,26 @@ class Constraints:
                 hit = np.flatnonzero(violated[:, k])
                 out[np.ix_(hit, movable[k])] = reference[np.ix_(hit, movable[k])]
             if np.array_equal(before, out[rows]):
+                break
+        raise InfeasibleConstraintsError(
+            "cannot repair records towards the reference: it is infeasible or differs from them on an attribute "
+            "that is not free"
+        )
+
+    def _repair_one(self, codes: np.ndarray, reference: np.ndarray, free_mask: np.ndarray) -> np.ndarray:
+        """:meth:`repair` of one record, in Python (the local search repairs one record per restart)."""
+        record, target, movable = codes.tolist(), reference.tolist(), free_mask.tolist()
+        for _ in range(sum(movable) + 1):
+            broken = self._violated_one(record)
+            if not broken:
+                return np.array(record, dtype=codes.dtype)
+            changed = False
+            for k in broken:
+                for a, _ in self._sets[k]:
+                    if movable[a] and record[a] != target[a]:
+                        record[a] = target[a]
+                        changed = True
+            if not changed:
                 break
         raise InfeasibleConstraintsError(
             "cannot repair records towards the reference: it is infeasible or differs from them on an attribute "

@@ -411,10 +411,10 @@ def sample_support(
     ``data.neighbouring``), clipped at 0 and normalised by the noisy total; with ``support_budget = 0`` every
     attribute is uniform.
 
-    With ``constraints`` (carrying a witness) the particles are feasible: the attributes of every rule component an
-    infeasible particle breaks are drawn again from ``P0`` (rejection: accepted particles follow ``P0`` conditioned
-    on feasibility), at most :data:`SUPPORT_REJECTION_TRIES` times, and the few still infeasible after that are
-    repaired towards the witness.
+    With ``constraints`` (carrying a witness) the particles are feasible and follow ``P0`` conditioned on
+    feasibility: a rule component small enough to list is drawn from ``P0`` restricted to its feasible values; a
+    larger one is redrawn while broken (rejection, at most :data:`SUPPORT_REJECTION_TRIES` times), and the few
+    particles still infeasible after that are repaired towards the witness.
     """
     domain = data.domain
     used = np.unique(workload.marginals[workload.marginals >= 0])
@@ -449,7 +449,21 @@ SUPPORT_REJECTION_TRIES = 50
 def _feasible_particles(
     particles: np.ndarray, priors: list[np.ndarray], constraints: Constraints, rng: np.random.Generator
 ) -> np.ndarray:
-    """Redraw the broken rule components of infeasible particles from the prior, then repair the rest (see above)."""
+    """Draw every rule component from the prior conditioned on feasibility (see above).
+
+    A component whose joint values can be listed (:meth:`Constraints.component_records`) is drawn exactly: one
+    draw per particle from ``P0`` restricted to the component's feasible values and renormalised. Larger ones are
+    redrawn by rejection, and what is left infeasible after that is repaired towards the witness.
+    """
+    for c in range(len(constraints.components)):
+        listed = constraints.component_records(c)
+        if listed is None:
+            continue
+        values, feasible = listed
+        attributes = constraints.components[c]
+        weight = np.prod([priors[a][values[:, j]] for j, a in enumerate(attributes)], axis=0) * feasible
+        if weight.sum() > 0:  # the prior has mass on some feasible value (else rejection and repair below)
+            particles[:, attributes] = values[rng.choice(len(values), size=len(particles), p=weight / weight.sum())]
     bad = np.flatnonzero(~constraints.feasible(particles))
     for _ in range(SUPPORT_REJECTION_TRIES):
         if len(bad) == 0:
@@ -620,6 +634,8 @@ def mwem(
             "support_budget": config.support_budget,
             "support_mix": config.support_mix,
             "support_moves": config.support_moves,
+            "seed_fraction": config.seed_fraction,
+            "replay_prior": config.replay_prior,
         },
         events=tuple(events),
         costs=mwem_costs(events, config.delta),

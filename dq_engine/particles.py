@@ -113,7 +113,8 @@ class ParticleDistribution:
                 proposed = sum(self.theta[m][after[m]] for m in marginals)
                 reject = np.log(self.rng.random(r)) >= proposed - current
                 if on_rule[a]:  # a proposal that breaks a public rule is rejected: the target is A on feasible records
-                    reject |= ~self.constraints.feasible(self.codes, attributes=np.array([a]))
+                    accepted = np.flatnonzero(~reject)
+                    reject[accepted] = ~self.constraints.feasible(self.codes[accepted], attributes=np.array([a]))
                 self.codes[reject, a] = old[reject]
                 for m in marginals:
                     after[m][reject] = before[m][reject]

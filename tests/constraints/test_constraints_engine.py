@@ -63,6 +63,9 @@ def test_structure_attributes_closure_and_components(census_domain):
     assert rules.closure(np.array([0])).tolist() == [0, 1, 2]
     assert rules.closure(np.array([4])).tolist() == [4]
     assert [c.tolist() for c in rules.components] == [[0, 1, 2], [3]]
+    assert rules.involving(np.array([2])).tolist() == [1]
+    restricted = rules.restrict(rules.involving(np.array([0, 3])))
+    assert restricted.rule_names == ("a", "c") and restricted.domain == census_domain
     broken = rules.broken_components(np.array([[0, 1, 1, 0, 0], [1, 2, 0, 1, 0], [1, 1, 1, 0, 2]]))
     assert broken.tolist() == [[True, False], [True, True], [False, False]]
 

@@ -15,7 +15,7 @@ from dq_engine.dualquery import DualQueryConfig, dualquery
 from dq_engine.errors import InfeasibleConstraintsError
 from dq_engine.fem import FEMConfig, fem
 from dq_engine.marginal_tables import MarginalIndex
-from dq_engine.mwem import MWEMConfig, _UniverseDistribution, mwem
+from dq_engine.mwem import MWEMConfig, _UniverseDistribution, mwem, sample_support
 from dq_engine.oracle import OracleConfig
 from dq_engine.oracle.feasible import with_witness
 from dq_engine.particles import ParticleDistribution
@@ -117,3 +117,22 @@ def test_particles_must_start_feasible(census_data, census_rules):
     priors = [np.full(int(s), 1.0 / s) for s in census_data.domain.sizes]
     with pytest.raises(InfeasibleConstraintsError, match="every particle must keep the constraints"):
         ParticleDistribution(np.array([[0, 1, 0, 0, 0]]), priors, index, make_rng(0), constraints=census_rules)
+
+
+def test_particle_prior_is_the_prior_conditioned_on_feasibility(census_data, census_rules):
+    """Uniform prior: the rule component's values are uniform over its feasible joint values (exact draw)."""
+    workload = all_kway_marginals(census_data.domain, 1)
+    config = MWEMConfig(rounds=1, select_epsilon=0.1, measure_epsilon=0.1, support="sampled", support_size=60_000)
+    particles = sample_support(census_data, workload, config, make_rng(9), constraints=with_witness(census_rules))[0]
+    assert census_rules.feasible(particles).all()
+    component = census_rules.components[0]
+    assert component.tolist() == [0, 1, 2, 3]
+    values, feasible = census_rules.component_records(0)
+    allowed = values[feasible]
+    index = {tuple(v): i for i, v in enumerate(allowed.tolist())}
+    counts = np.bincount([index[tuple(v)] for v in particles[:, component].tolist()], minlength=len(allowed))
+    expected = len(particles) / len(allowed)
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    # 55 feasible values (54 degrees of freedom): the 99.9 % quantile of chi-square(54) is 94.5
+    assert len(allowed) == 55 and chi2 < 94.5
+    assert len(np.unique(particles[:, 4])) == 3  # the free attribute is untouched by the conditioning
