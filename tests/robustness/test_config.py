@@ -161,4 +161,4 @@ def test_plan_refuses_an_invalid_config_the_same_way(ws: Workspace):
     ws.config.write_text(toml_text(config))
     outcome = run_cli(ws, "plan", str(ws.config))
     expect_refusal(ws, outcome, code=2, problem=r"privacy\.epsilon", fix=r"finite|at most|<=|less than",
-                   ledger_before=None)
+                   ledger_before={})
