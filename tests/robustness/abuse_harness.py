@@ -376,6 +376,7 @@ def expect_refusal(
     ledger_before: Any,
     charged: int = 0,
     extra_secrets: tuple[str, ...] = (),
+    outputs_before: list[Path] | None = None,
 ) -> None:
     """A refusal: exit ``code``, one stderr line matching ``problem`` and ``fix``, no output, ledger as before.
 
@@ -388,20 +389,34 @@ def expect_refusal(
         ledger_before: :func:`ledger_state` before the run.
         charged: Charges the run may add (a noisy count charged before a later refusal); 0: ledger unchanged.
         extra_secrets: Further private strings of this case.
+        outputs_before: Files under ``out/`` before the run (an earlier release): they must be all that is left.
     """
     context = f"exit {outcome.exit_code}\n--- stderr ---\n{outcome.stderr}\n--- stdout ---\n{outcome.stdout}"
     assert outcome.exit_code == code, context
     lines = stderr_lines(outcome.stderr)
+    _transcribe(code, outcome.stderr)
     assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}\n{context}"
     assert re.search(problem, lines[0], re.IGNORECASE), f"the line does not name the problem /{problem}/\n{context}"
     assert re.search(fix, lines[0], re.IGNORECASE), f"the line does not name the fix /{fix}/\n{context}"
     assert not TRACEBACK.search(outcome.stdout + outcome.stderr), context
-    assert_nothing_published(workspace)
+    if outputs_before is None:
+        assert_nothing_published(workspace)
+    else:
+        assert workspace.output_files() == outputs_before, "the refused run changed the files under out/"
     if charged == 0:
         assert ledger_state(workspace.ledger) == ledger_before, "the ledger changed"
     else:
         assert len(charges(workspace.ledger)) == _charge_count(ledger_before) + charged
     assert_no_leaks(workspace, outcome, extra_secrets=extra_secrets)
+
+
+def _transcribe(code: int, stderr: str) -> None:
+    """With ABUSE_CORPUS_TRANSCRIPT=FILE, append ``<test id> | <exit code> | <stderr>`` (for docs/robustness.md)."""
+    target = os.environ.get("ABUSE_CORPUS_TRANSCRIPT")
+    if target:
+        case = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(f"{case} | {code} | {stderr.strip()}\n")
 
 
 def expect_release(
