@@ -164,7 +164,7 @@ def task_times(log: str) -> tuple[list[dict], float | None]:
 
 def run_release(config: Path, *, timeout: float) -> dict:
     env = dict(os.environ, PREFECT_LOGGING_LEVEL="INFO", COLUMNS="200")
-    command = [str(ROOT / ".venv" / "bin" / "dqrelease"), "run", "--quiet", str(config)]
+    command = [str(ROOT / ".venv" / "bin" / "dqrelease"), "run", "--quiet", "--verbose", str(config)]
     began = time.perf_counter()
     child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     memory = TreeMemory(child.pid)

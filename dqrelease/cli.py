@@ -53,7 +53,7 @@ server_app = typer.Typer(
 )
 app.add_typer(server_app, name="server")
 console = Console(stderr=True, soft_wrap=True)
-_state = {"debug": False}
+_state = {"debug": False, "verbose": False}
 PIPE_WIDTH = 10_000
 """Console width when stdout is not a terminal: tables keep their natural width instead of 80 columns."""
 
@@ -72,6 +72,7 @@ def _options(
 ) -> None:
     """Differentially private synthetic data releases."""
     _state["debug"] = debug
+    _state["verbose"] = False  # set by `run --verbose` for its own invocation only
     if debug:
         os.environ["DQRELEASE_DEBUG"] = "1"
 
@@ -93,12 +94,18 @@ def _release_frames(error: BaseException | None) -> None:
 
     Prefect keeps a failed run's exception alive until the interpreter exits. Its frames hold DuckDB
     connections and values, which DuckDB's nanobind bindings then report at exit as "nanobind: leaked N
-    instances/functions" warnings. Clearing the frames releases them; the message and type stay.
+    instances/functions" warnings. Clearing the frames releases them; the message and type stay. Before
+    Python 3.13 a frame whose ``f_locals`` was read (rich's traceback reads it) keeps that snapshot dict
+    after ``clear()``; reading ``f_locals`` again drops the cleared names from it.
     """
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         traceback.clear_frames(error.__traceback__)
+        frames = error.__traceback__
+        while frames is not None:
+            frames.tb_frame.f_locals  # noqa: B018 - re-syncs the snapshot with the cleared frame
+            frames = frames.tb_next
         error = error.__cause__ or error.__context__
 
 
@@ -156,10 +163,12 @@ def _plan_public(loaded: Any, schema: Any) -> tuple[Any, Any, Any]:
 
 
 def _check_before_run(config: Path, dask: str | None) -> None:
-    """Refuse a missing or invalid config, schema, plan or Dask address before anything heavy is imported."""
+    """Refuse a missing or invalid config, schema, source path, plan or Dask address before Prefect starts."""
     from dqrelease.cluster import local_worker_count
+    from dqrelease.ingest import check_source_files
 
     loaded, schema = _load(config)
+    check_source_files(loaded.source)
     _plan_public(loaded, schema)
     address = dask or loaded.run.dask_address
     if address is not None:
@@ -181,11 +190,11 @@ class _QuietConsole(logging.Filter):
 
 @contextmanager
 def _quiet_prefect_console() -> Iterator[None]:
-    """Filter Prefect's terminal handler with :class:`_QuietConsole` (not with --debug).
+    """Filter Prefect's terminal handler with :class:`_QuietConsole` (not with --debug or ``run --verbose``).
 
     Call it after importing the flow: ``prefect.main`` configures logging when it is imported.
     """
-    if _state["debug"]:
+    if _state["debug"] or _state["verbose"]:
         yield
         return
     from prefect.logging.handlers import PrefectConsoleHandler
@@ -234,6 +243,9 @@ def _run_release(config: Path, *, quiet: bool, dask: str | None = None) -> dict:
 def run(
     config: Annotated[Path, typer.Argument(metavar="CONFIG", help="Release config (TOML).")],
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="Also print Prefect's run logs (task states, rounds) on stderr.")
+    ] = False,
     dask: Annotated[
         str | None,
         typer.Option(
@@ -243,6 +255,7 @@ def run(
     ] = None,
 ) -> None:
     """Run a release: ingest, validate, charge the budget, synthesize, publish."""
+    _state["verbose"] = verbose
     with _exit_codes():
         _check_before_run(config, dask)
         summary = _run_release(config, quiet=quiet, dask=dask)

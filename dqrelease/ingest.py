@@ -33,7 +33,7 @@ from dqrelease.pause_points import pause_point
 from dqrelease.schema import BinaryColumn, Schema
 from dqrelease.warehouse import materialize, query_rows, row_count, run_script, table_columns
 
-__all__ = ["BASKET_COLUMNS", "ingest_source", "is_basket_table"]
+__all__ = ["BASKET_COLUMNS", "check_source_files", "ingest_source", "is_basket_table"]
 
 BASKET_COLUMNS = ("row_id", "item")
 """Columns of the long basket table written for ``format = "transactions"``."""
@@ -59,7 +59,7 @@ def ingest_source(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: 
         ValidationFailedError: Declared columns are missing from the source, or the files cannot be read
             with the configured options (the message never quotes the data).
     """
-    _check_files_exist(source)
+    check_source_files(source)
     run_script(con, "macros")
     try:
         if source.format == "transactions":
@@ -145,7 +145,11 @@ def _source_variables(source: SourceConfig) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- checks
-def _check_files_exist(source: SourceConfig) -> None:
+def check_source_files(source: SourceConfig) -> None:
+    """Refuse a source file, glob or database that names nothing readable (before anything is read).
+
+    The CLI calls it before a run starts, so a wrong path is refused without starting Prefect.
+    """
     if source.format == "duckdb":
         if not Path(source.database).is_file():
             raise ConfigInvalidError(

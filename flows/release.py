@@ -127,12 +127,20 @@ def _answers_on_cluster(prepared: _Prepared) -> np.ndarray:
     return np.concatenate([future.result() for future in futures])
 
 
-def _finish(prepared: _Prepared, result: SynthesisResult) -> dict[str, Any]:
+def _finish(prepared: _Prepared, result: SynthesisResult, true_answers: np.ndarray | None = None) -> dict[str, Any]:
+    """Decode, validate, stage, report, write the manifests and publish.
+
+    ``true_answers`` are the workload's exact answers when the run already computed them: the report then
+    does not answer the workload on the private data again.
+    """
     config, schema, run, plan = prepared.config, prepared.schema, prepared.run, prepared.plan
     codes, frame = decode_synthetic(config, schema, result, plan, prepared.rngs["decode"])
     check_synthetic(config, schema, frame)
     outputs = stage_outputs(config, frame, run)
-    error_report(config, prepared.data, prepared.workload, result, plan, codes, run, prepared.rngs["report"])
+    error_report(
+        config, prepared.data, prepared.workload, result, plan, codes, run, prepared.rngs["report"],
+        true_answers=true_answers,
+    )
     config_path = str(Path(prepared.config_path).resolve())
     write_manifests(config, config_path, plan, prepared.receipts, outputs, len(frame), prepared.seed_file, run)
     paths = publish_release(run)
@@ -167,14 +175,16 @@ def release(
     """
     prepared = _prepare(config_path, output_directory=output_directory)
     try:
+        # the exact answers are computed once: the mechanism and the error report both use them
         if dask_address is None:
-            result = synthesize(prepared.grant, prepared.data, prepared.workload, prepared.rngs["mechanism"])
+            answers = answer_partition(prepared.data, prepared.workload)
+            result = synthesize(prepared.grant, prepared.data, prepared.workload, prepared.rngs["mechanism"], answers)
         else:
             answers = _answers_on_cluster(prepared)
             result = synthesize.submit(
                 prepared.grant, prepared.data, prepared.workload, prepared.rngs["mechanism"], answers, dask_address
             ).result()
-        return _finish(prepared, result)
+        return _finish(prepared, result, answers)
     except BaseException:
         prepared.run.abandon()
         raise

@@ -25,6 +25,9 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# a `dqrelease run` started by a test uses Prefect's temporary server: no test leaves a local server running
+# (tests/cli/test_prefect_server.py starts and stops one explicitly)
+os.environ.setdefault("DQRELEASE_PREFECT_SERVER", "ephemeral")
 
 
 @pytest.fixture(scope="session")

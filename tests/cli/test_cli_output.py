@@ -72,6 +72,15 @@ def test_a_run_refused_at_plan_time_imports_no_prefect_gx_or_dask(tmp_path: Path
     assert modules == []
 
 
+def test_a_run_whose_source_file_is_missing_is_refused_before_prefect(tmp_path: Path):
+    text = (ADULT / "release.toml").read_text()
+    config = tmp_path / "release.toml"  # its data/adult.data is not in tmp_path
+    config.write_text(text.replace('schema_file = "schema.toml"', f'schema_file = "{ADULT / "schema.toml"}"'))
+    exit_code, modules = _heavy_modules_after("run", str(config))
+    assert exit_code == ExitCode.INVALID_CONFIG
+    assert modules == []
+
+
 # ---------------------------------------------------------------------- refusals: one line on stderr
 def test_a_missing_config_is_one_line_on_stderr_with_exit_code_2(tmp_path: Path):
     missing = tmp_path / "nowhere.toml"
