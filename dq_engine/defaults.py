@@ -15,8 +15,9 @@ remaining ones are calibrated around it.
   even select/measure split), ``T = 15`` as in the DualQuery paper's comparison, 10 history-replay sweeps
   per round (HLM's improvement).
 * **MWEM on particles** (``support="sampled"`` with resample-move refreshes, :mod:`dq_engine.mwem`):
-  ``T = ⌊0.63 ρ (0.01 n)²⌋`` clamped to ``[8, min(M, 40)]`` (:func:`mwem_particle_rounds`); 10 % of ρ for
-  the prior's noisy one-way marginals, of the rest 30 % for exponential-mechanism selections and 70 % for
+  ``T = ⌊0.63 ρ (0.01 n)²⌋`` clamped to ``[8, min(M, 40)]`` (:func:`mwem_particle_rounds`); 20 % of ρ for
+  the prior's noisy one-way marginals (replayed with the measurements, so the fit matches them: the one-way
+  marginals are what a reader checks first), of the rest 30 % for exponential-mechanism selections and 70 % for
   Gaussian measurements of the whole selected marginal; 200,000 particles from a 20 % uniform / 80 % noisy
   product prior; λ = 2; one history replay per round and 10 at the end; one Metropolis-Hastings sweep per
   round. The best mechanism of ``bench/mechanisms.py`` on ADULT (docs/benchmarks.md, ``## Mechanisms``).
@@ -71,7 +72,7 @@ MWEM_REPLAY_SWEEPS = 10
 """History-replay sweeps per MWEM round."""
 MWEM_PARTICLES_ROUNDS_CAP = 40
 """Largest T of MWEM on particles (what the history replays allow in about a minute on 2 cores)."""
-MWEM_PARTICLES_PRIOR_SHARE = 0.1
+MWEM_PARTICLES_PRIOR_SHARE = 0.2
 """Share of ρ for the prior's noisy one-way marginals of MWEM on particles."""
 MWEM_PARTICLES_SUPPORT_SIZE = 200_000
 """Particles of MWEM on particles (about 1.6 MB per attribute as int64 codes)."""

@@ -18,6 +18,7 @@ from pydantic import Field
 from dqrelease.errors import ConfigInvalidError
 from dqrelease.mechanisms.base import Mechanism, MechanismKeys, PlanInputs, ReleasePlan, RunInputs
 from dqrelease.mechanisms.dualquery import DQRS, DUALQUERY, DQRSKeys, DualQueryKeys
+from dqrelease.mechanisms.fit import plan_with_fit, run_fit
 from dqrelease.mechanisms.games import FEM, SEPFEM, FEMKeys, SepFEMKeys
 from dqrelease.mechanisms.mwem import MWEM, MWEM_PARTICLES, MWEMKeys, MWEMParticlesKeys
 from dqrelease.mechanisms.randomized_response import RANDOMIZED_RESPONSE, RandomizedResponseKeys
@@ -74,7 +75,9 @@ def plan_mechanism(keys: MechanismKeys, inputs: PlanInputs) -> ReleasePlan:
             f"mechanism {chosen.name!r} cannot keep the schema's rules ({', '.join(constraints.rule_names)}): it "
             f"would publish records that break them; use one of {able}, or remove the rules"
         )
-    return dataclasses.replace(chosen.plan(keys, inputs), constraints=constraints)
+    fit = getattr(keys, "fit", None)
+    planned = plan_with_fit(chosen.plan, keys, inputs) if fit is not None and fit.enabled else chosen.plan(keys, inputs)
+    return dataclasses.replace(planned, constraints=constraints)
 
 
 def run_mechanism(plan: ReleasePlan, inputs: RunInputs) -> Any:
@@ -84,4 +87,4 @@ def run_mechanism(plan: ReleasePlan, inputs: RunInputs) -> Any:
     """
     if inputs.constraints is None and plan.constraints is not None:
         inputs = dataclasses.replace(inputs, constraints=plan.constraints)
-    return mechanism(plan.mechanism).run(plan, inputs)
+    return run_fit(plan, inputs, mechanism(plan.mechanism).run(plan, inputs))

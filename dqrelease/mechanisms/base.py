@@ -129,6 +129,7 @@ class ReleasePlan:
         progress_rounds: Rounds the mechanism reports progress for (0: no per-round progress).
         notes: Plain-language notes on how the rule chose the parameters.
         constraints: The schema's public rules the run must keep (from :class:`PlanInputs`), or None.
+        fit: The table fit's MWEM config (:mod:`dqrelease.mechanisms.fit`), or None for the raw records.
     """
 
     mechanism: str
@@ -141,6 +142,7 @@ class ReleasePlan:
     progress_rounds: int = 0
     notes: list[str] = field(default_factory=list)
     constraints: Constraints | None = None
+    fit: Any = None
 
     @property
     def charged(self) -> ComposedCost:

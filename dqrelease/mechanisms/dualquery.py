@@ -25,16 +25,28 @@ from dqrelease.mechanisms.base import (
     oracle_config,
     oracle_parameters,
 )
+from dqrelease.mechanisms.fit import FitKeys
 
-__all__ = ["DQRS", "DUALQUERY", "DQRSKeys", "DualQueryKeys"]
+__all__ = ["DEFAULT_ETA", "DEFAULT_SAMPLES", "DQRS", "DUALQUERY", "MIN_ROUNDS", "DQRSKeys", "DualQueryKeys"]
+
+DEFAULT_ETA = 1.0
+"""η when none is given (the shipped examples' value; seed 000 uses 0.4-2.0)."""
+DEFAULT_SAMPLES = (300, 200, 100, 50, 20)
+"""s when none is given: the first that leaves at least :data:`MIN_ROUNDS` rounds within the budget."""
+MIN_ROUNDS = 10
+"""Fewest rounds the default s aims for (fewer rounds leave too few best responses to seed anything)."""
 
 
 class _DualFamilyKeys(MechanismKeys):
     """Keys shared by DualQuery and DQRS."""
 
-    eta: float | None = Field(default=None, gt=0, le=100, description="Learning rate η of the MW update (required).")
+    eta: float = Field(default=DEFAULT_ETA, gt=0, le=100, description="Learning rate η of the MW update.")
     samples: int | None = Field(
-        default=None, ge=1, le=1_000_000, description="Queries sampled per round s (required)."
+        default=None, ge=1, le=1_000_000,
+        description=(
+            f"Queries sampled per round s (default {DEFAULT_SAMPLES[0]}, or the largest of {list(DEFAULT_SAMPLES)} "
+            f"that leaves at least {MIN_ROUNDS} rounds)."
+        ),
     )
     rounds: int | None = Field(
         default=None, ge=1, le=100_000,
@@ -65,6 +77,7 @@ class _DualFamilyKeys(MechanismKeys):
         description="Attributes the free policy fills (docs/decisions.md, 'Slack free scope').",
     )
     oracle: OracleKeys = Field(default_factory=OracleKeys, description="Section [mechanism.oracle].")
+    fit: FitKeys = Field(default_factory=FitKeys, description="Section [mechanism.fit]: the table fit.")
 
     @model_validator(mode="after")
     def _check_free(self) -> _DualFamilyKeys:
@@ -81,9 +94,10 @@ class _DualFamilyKeys(MechanismKeys):
         return self
 
     def check_release(self, *, privacy, output) -> None:
-        """Eta and samples are required; without rounds, a target epsilon is."""
-        if self.eta is None or self.samples is None:
-            raise ValueError(f"mechanism {self.name!r} needs eta and samples")
+        """Without rounds (or with the table fit), a target epsilon is required."""
+        if self.fit.enabled and privacy.epsilon is None:
+            raise ValueError("the table fit needs privacy.epsilon (its budget is a share of it); set it, or set "
+                             "mechanism.fit.enabled = false")
         if self.rounds is None and privacy.epsilon is None:
             raise ValueError("give mechanism.rounds or privacy.epsilon (T is then the largest that fits)")
 
@@ -101,6 +115,27 @@ class DQRSKeys(_DualFamilyKeys):
     topup_fraction: float = Field(default=0.25, ge=0, le=1, description="Top-up reserve fraction per round.")
 
 
+def _default_samples(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs, topup: float) -> int:
+    """The first of :data:`DEFAULT_SAMPLES` that leaves at least :data:`MIN_ROUNDS` rounds (public quantities only)."""
+    from dq_engine.calibration import calibrate_rounds
+    from dq_engine.errors import AccountingError
+
+    public = inputs.public
+    if keys.rounds is not None or public.epsilon is None:
+        return DEFAULT_SAMPLES[0]
+    for samples in DEFAULT_SAMPLES:
+        try:
+            rounds = calibrate_rounds(
+                keys.name, epsilon=public.epsilon, delta=public.delta, eta=keys.eta, samples=samples, n=public.n,
+                mode=inputs.mode, topup_fraction=topup, free_epsilon=keys.free_epsilon, free_rho=keys.free_rho,
+            )
+        except AccountingError:
+            continue
+        if rounds >= MIN_ROUNDS:
+            return samples
+    return DEFAULT_SAMPLES[-1]
+
+
 def _plan(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs) -> ReleasePlan:
     from dq_engine.accounting import compose
     from dq_engine.calibration import calibrate_rounds, mechanism_events
@@ -111,7 +146,8 @@ def _plan(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs) -> ReleasePlan:
     public, mode, name = inputs.public, inputs.mode, keys.name
     topup = keys.topup_fraction if name == "dqrs" else 0.25
     analysis = "advanced_composition" if name == "dualquery" else "zcdp"
-    common = {"eta": keys.eta, "samples": keys.samples, "n": public.n, "free_epsilon": keys.free_epsilon,
+    samples = keys.samples if keys.samples is not None else _default_samples(keys, inputs, topup)
+    common = {"eta": keys.eta, "samples": samples, "n": public.n, "free_epsilon": keys.free_epsilon,
               "free_rho": keys.free_rho, "topup_fraction": topup}
 
     def total(rounds: int) -> dict:
@@ -132,12 +168,12 @@ def _plan(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs) -> ReleasePlan:
             )
     else:
         rounds = calibrate_rounds(
-            name, epsilon=public.epsilon, delta=public.delta, eta=keys.eta, samples=keys.samples, n=public.n,
+            name, epsilon=public.epsilon, delta=public.delta, eta=keys.eta, samples=samples, n=public.n,
             mode=mode, topup_fraction=topup, free_epsilon=keys.free_epsilon, free_rho=keys.free_rho,
         )
         notes.append(f"T = {rounds} is the largest number of rounds within epsilon = {public.epsilon:.4g}")
     shared = {
-        "eta": keys.eta, "samples": keys.samples, "rounds": rounds, "delta": public.delta,
+        "eta": keys.eta, "samples": samples, "rounds": rounds, "delta": public.delta,
         "free_policy": keys.free_policy, "free_epsilon": keys.free_epsilon, "free_noise": keys.free_noise,
         "free_rho": keys.free_rho, "rows_per_round": keys.rows_per_round, "free_scope": keys.free_scope,
         "oracle": oracle_config(keys.oracle, deterministic=inputs.deterministic),

@@ -22,6 +22,7 @@ from dqrelease.mechanisms.base import (
     oracle_config,
     oracle_parameters,
 )
+from dqrelease.mechanisms.fit import FitKeys
 
 __all__ = ["FEM", "SEPFEM", "FEMKeys", "SepFEMKeys"]
 
@@ -51,9 +52,13 @@ class _GameKeys(MechanismKeys):
         default_factory=OracleKeys,
         description="Section [mechanism.oracle]; without it: CP-SAT alone, 1 worker, deterministic limit 0.2 per call.",
     )
+    fit: FitKeys = Field(default_factory=FitKeys, description="Section [mechanism.fit]: the table fit.")
 
     def check_release(self, *, privacy, output) -> None:
         """Without a target epsilon both rounds and epsilon_0 must be given."""
+        if self.fit.enabled and privacy.epsilon is None:
+            raise ValueError("the table fit needs privacy.epsilon (its budget is a share of it); set it, or set "
+                             "mechanism.fit.enabled = false")
         if privacy.epsilon is None and (self.rounds is None or self.epsilon_0 is None):
             raise ValueError(f"mechanism {self.name!r} needs privacy.epsilon, or both mechanism.rounds and epsilon_0")
 

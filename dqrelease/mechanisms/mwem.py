@@ -94,7 +94,8 @@ def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
             f"[8, min(M = {public.n_marginals}, {MWEM_PARTICLES_ROUNDS_CAP})]"
         )
     notes.append(
-        f"epsilon = {public.epsilon:.4g} ({mode} accounting): 10% of rho for the prior's noisy one-way marginals, "
+        f"epsilon = {public.epsilon:.4g} ({mode} accounting): 20% of rho for the prior's noisy one-way marginals "
+        "(replayed in the fit), "
         "of the rest 30% for the selections and 70% for Gaussian measurements of the selected marginals; "
         f"{engine_config.support_size} particles, moved using only those noisy results"
     )

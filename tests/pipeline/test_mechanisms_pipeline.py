@@ -25,6 +25,7 @@ from dq_engine.defaults import fem_config, mwem_particles_config, sepfem_config
 from dq_engine.fem import fem_costs, fem_events
 from dq_engine.mwem import mwem_costs, mwem_events
 from dq_engine.public import PublicQuantities
+from dq_engine.table_fit import combined_costs, fit_events
 from dqrelease.cli import app
 from dqrelease.config import load_config
 from dqrelease.discretize import domain_from_schema
@@ -299,7 +300,11 @@ def test_fem_plan_never_exceeds_the_target(workspace: Path, name: str, accountin
     plan = _plan(path)
     assert plan.charged.epsilon <= epsilon
     assert plan.charged.mode == accounting
-    recomputed = fem_costs(fem_events(plan.parameters["epsilon_0"], plan.parameters["rounds"]), 1e-6)
+    events = fem_events(plan.parameters["epsilon_0"], plan.parameters["rounds"])
+    if plan.fit is None:
+        recomputed = fem_costs(events, 1e-6)
+    else:  # the default table fit: FEM's events and the fit's, composed together
+        recomputed = combined_costs([*events, *fit_events(plan.fit)], 1e-6)
     assert recomputed[accounting].epsilon == plan.charged.epsilon
 
 

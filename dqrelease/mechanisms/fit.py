@@ -1,0 +1,153 @@
+"""The table fit in the pipeline: section ``[mechanism.fit]``, and how a plan makes room for it.
+
+DualQuery, DQRS, FEM and sepFEM publish, by default, their records calibrated against charged noisy marginals
+(:mod:`dq_engine.table_fit`): MWEM on particles seeded with the mechanism's records. The fit takes ``share`` of
+the target's zCDP budget ρ; the mechanism is planned within what is left, by bisection on the mechanism's own
+target ε so that the *combined* cost (the mechanism's events and the fit's, composed) never exceeds the target
+in the config's accounting mode. ``enabled = false`` publishes the mechanism's raw records (the papers'
+algorithms as printed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dqrelease.mechanisms.base import PlanInputs, ReleasePlan, RunInputs
+
+__all__ = ["FIT_SHARE", "FitKeys", "plan_with_fit", "run_fit"]
+
+FIT_SHARE = 0.7
+"""Default share of ρ for the table fit (docs/benchmarks.md, "Fidelity": the mechanisms' raw records add little
+on tables like Adult, so most of the budget goes to the measurements that make single columns and pairs right)."""
+
+_BISECTION_STEPS = 40
+
+
+class FitKeys(BaseModel):
+    """Section ``[mechanism.fit]``: the table fit (MWEM on particles seeded with the mechanism's records)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(
+        default=True, description="Fit the records to charged noisy marginals (false: publish the raw records)."
+    )
+    share: float = Field(
+        default=FIT_SHARE, gt=0, lt=1, description="Share of the target's zCDP rho spent by the fit."
+    )
+    seed_fraction: float = Field(
+        default=0.5, ge=0, le=1, description="Share of the fit's particles drawn from the mechanism's records."
+    )
+    particles: int | None = Field(
+        default=None, ge=1_000, le=2_000_000, description="Particles of the fit (default 200,000)."
+    )
+    rounds: int | None = Field(
+        default=None, ge=1, le=1_000,
+        description="Rounds of the fit (default floor(0.63 rho_fit (0.01 n)^2) in [8, min(M, 40)]).",
+    )
+
+
+def _target_rho(inputs: PlanInputs) -> float:
+    """The largest ρ whose (ε, δ) conversion in the config's accounting mode is within the target.
+
+    Tight mode: the optimal conversion (:func:`dq_engine.public.largest_rho`); paper mode: seed 004's
+    ``ε = ρ + 2√(ρ ln(1/δ))``, i.e. ``ρ = (√(ln(1/δ) + ε) - √ln(1/δ))²``.
+    """
+    from dq_engine.public import largest_rho
+
+    public = inputs.public
+    if inputs.mode == "tight":
+        return largest_rho(public.epsilon, public.delta)
+    log_term = math.log(1.0 / public.delta)
+    return (math.sqrt(log_term + public.epsilon) - math.sqrt(log_term)) ** 2
+
+
+def _fit_config(fit: FitKeys, inputs: PlanInputs) -> Any:
+    from dq_engine.accounting import approx_dp_from_zcdp
+    from dq_engine.defaults import mwem_particles_config
+
+    public = inputs.public
+    rho_fit = fit.share * _target_rho(inputs)
+    if inputs.mode == "tight":
+        epsilon_fit = approx_dp_from_zcdp(rho_fit, public.delta)
+    else:  # seed 004's conversion, the one paper mode composes with
+        epsilon_fit = rho_fit + 2.0 * math.sqrt(rho_fit * math.log(1.0 / public.delta))
+    return mwem_particles_config(
+        dataclasses.replace(public, epsilon=epsilon_fit), mode=inputs.mode, rounds=fit.rounds,
+        support_size=fit.particles, seed_fraction=fit.seed_fraction, track_error=False,
+    )
+
+
+def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inputs: PlanInputs) -> ReleasePlan:
+    """Plan the mechanism with a table fit: the fit's share first, the mechanism calibrated around it.
+
+    Raises:
+        ConfigError: Without a target ε (the fit's budget is a share of it).
+        AccountingError: If no mechanism budget fits next to the fit.
+    """
+    from dq_engine.errors import AccountingError, ConfigError
+    from dq_engine.table_fit import combined_costs, fit_events
+
+    public, mode = inputs.public, inputs.mode
+    if public.epsilon is None:
+        raise ConfigError("the table fit needs privacy.epsilon (its budget is a share of it); or set "
+                          "mechanism.fit.enabled = false")
+    fit = _fit_config(keys.fit, inputs)
+    extra = fit_events(fit)
+
+    def attempt(epsilon: float) -> ReleasePlan | str:
+        try:
+            inner = plan(keys, dataclasses.replace(inputs, public=dataclasses.replace(public, epsilon=epsilon)))
+        except AccountingError:
+            return "too small"  # not even the smallest run of the mechanism fits this budget
+        costs = combined_costs([*inner.events, *extra], public.delta)
+        return inner if costs[mode].epsilon <= public.epsilon else "too large"
+
+    # the mechanism's own target: too small (its rule refuses), feasible, too large (with the fit over the
+    # target), in that order as it grows; bisection keeps the largest feasible one
+    low, high, best = 0.0, public.epsilon, None
+    for _ in range(_BISECTION_STEPS):
+        middle = 0.5 * (low + high)
+        found = attempt(middle)
+        if found == "too large":
+            high = middle
+        else:
+            low = middle
+            if not isinstance(found, str):
+                best = found
+    if best is None:
+        raise AccountingError(
+            f"no {keys.name} run fits next to the table fit within epsilon = {public.epsilon:.4g} ({mode} "
+            "accounting); raise privacy.epsilon, lower mechanism.fit.share, or set mechanism.fit.enabled = false"
+        )
+    events = (*best.events, *extra)
+    note = (
+        f"table fit: {keys.fit.share:.0%} of rho for MWEM on {fit.support_size:,} particles "
+        f"({keys.fit.seed_fraction:.0%} seeded with the {keys.name} records), {fit.rounds} rounds; the rows are "
+        f"sampled from the fitted particles"
+    )
+    parameters = {**best.parameters, "fit": {
+        "share": keys.fit.share, "seed_fraction": fit.seed_fraction, "particles": fit.support_size,
+        "rounds": fit.rounds, "select_epsilon": fit.select_epsilon, "measure_rho": fit.measure_rho,
+        "prior_rho": fit.support_budget,
+    }}
+    return dataclasses.replace(
+        best, parameters=parameters, events=events, costs=combined_costs(list(events), public.delta),
+        progress_rounds=best.progress_rounds + fit.rounds, notes=[*best.notes, note], fit=fit,
+    )
+
+
+def run_fit(plan: ReleasePlan, inputs: RunInputs, result: Any) -> Any:
+    """Fit the mechanism's ``result`` as the plan says (``dq_engine.table_fit.fit_table``); unchanged without a fit."""
+    if plan.fit is None:
+        return result
+    from dq_engine.table_fit import fit_table
+
+    return fit_table(
+        inputs.data, inputs.workload, result, plan.fit, rng=inputs.rng, constraints=inputs.constraints,
+        progress=inputs.progress,
+    )
