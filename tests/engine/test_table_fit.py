@@ -1,0 +1,151 @@
+"""The table fit: DualQuery's records calibrated against charged noisy marginals (dq_engine/table_fit.py).
+
+The test table has strongly dependent columns (b copies a, c follows a) and skewed single columns, so raw
+DualQuery's few best responses are visibly wrong on single columns and have few distinct rows, while the fitted
+table must get both right. Tolerances are stated per assertion; every run is seeded.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from dq_engine import Dataset, Domain, DualQueryConfig, dualquery, make_rng, marginal_queries, random_queries
+from dq_engine.accounting import compose
+from dq_engine.defaults import mwem_particles_config
+from dq_engine.errors import ConfigError
+from dq_engine.mwem import MWEMConfig, mwem
+from dq_engine.public import PublicQuantities
+from dq_engine.table_fit import combined_costs, fit_events, fit_table, fit_workload
+from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism
+
+N = 6_000
+
+
+@pytest.fixture(scope="module")
+def dependent_table() -> Dataset:
+    domain = Domain.categorical({"a": 4, "b": 4, "c": 3, "d": 5, "e": 2})
+    rng = make_rng(5)
+    a = rng.choice(4, size=N, p=[0.55, 0.25, 0.15, 0.05])
+    b = np.where(rng.random(N) < 0.9, a, rng.integers(0, 4, size=N))
+    c = np.minimum(a, 2)
+    d = rng.choice(5, size=N, p=[0.4, 0.3, 0.15, 0.1, 0.05])
+    e = (rng.random(N) < 0.2).astype(np.int64)
+    return Dataset.from_codes(domain, np.stack([a, b, c, d, e], axis=1))
+
+
+def _workload(domain: Domain):
+    m = len(domain)
+    return marginal_queries(domain, [(j,) for j in range(m)] + list(itertools.combinations(range(m), 2)))
+
+
+def _worst_one_way_cell(data: Dataset, rows: np.ndarray) -> float:
+    truth = data.codes[np.repeat(np.arange(len(data.counts)), data.counts)]
+    worst = 0.0
+    for j, size in enumerate(data.domain.sizes):
+        true = np.bincount(truth[:, j], minlength=size) / len(truth)
+        published = np.bincount(rows[:, j], minlength=size) / len(rows)
+        worst = max(worst, float(np.abs(true - published).max()))
+    return worst
+
+
+def test_default_dualquery_release_has_many_distinct_rows_and_right_single_columns(dependent_table: Dataset):
+    # the registry's default DualQuery (table fit on) against the raw records (fit off), same epsilon and seed
+    data = dependent_table
+    workload = _workload(data.domain)
+    public = PublicQuantities(
+        n=data.n, epsilon=1.0, delta=1e-9, domain=data.domain, n_queries=len(workload),
+        n_marginals=workload.n_marginals,
+    )
+    inputs = PlanInputs(public=public, mode="tight", deterministic=True)
+    small_fit = {"particles": 20_000, "rounds": 8}
+    fitted_keys = MECHANISMS["dualquery"].keys(samples=50, fit=small_fit)
+    raw_keys = MECHANISMS["dualquery"].keys(samples=50, fit={"enabled": False})
+
+    fitted_plan = plan_mechanism(fitted_keys, inputs)
+    raw_plan = plan_mechanism(raw_keys, inputs)
+    assert fitted_plan.charged.epsilon <= 1.0 and raw_plan.charged.epsilon <= 1.0
+    fitted = run_mechanism(fitted_plan, RunInputs(data=data, workload=workload, rng=make_rng(1)))
+    raw = run_mechanism(raw_plan, RunInputs(data=data, workload=workload, rng=make_rng(1)))
+    fitted_rows = fitted.sample_rows(data.n, make_rng(2))
+    raw_rows = raw.sample_rows(data.n, make_rng(2))
+
+    # raw: one record per round; fitted: rows sampled from 20,000 weighted particles
+    assert len(np.unique(raw_rows, axis=0)) <= raw_plan.parameters["rounds"]
+    assert len(np.unique(fitted_rows, axis=0)) >= 100  # the domain has 480 records; the data uses about 200
+    # single columns: Gaussian one-way noise at rho ~ 0.0021 is ~0.3% per cell here; 0.03 leaves room for the fit
+    assert _worst_one_way_cell(data, fitted_rows) <= 0.03
+    assert _worst_one_way_cell(data, raw_rows) > 0.03  # so the assertion above can fail without the fit
+
+
+def test_fitted_plan_charges_mechanism_and_fit_events_composed_within_the_target(dependent_table: Dataset):
+    data = dependent_table
+    workload = _workload(data.domain)
+    for mode in ("tight", "paper"):
+        for epsilon in (0.3, 1.0, 3.0):
+            public = PublicQuantities(
+                n=data.n, epsilon=epsilon, delta=1e-9, domain=data.domain, n_queries=len(workload),
+                n_marginals=workload.n_marginals,
+            )
+            plan = plan_mechanism(MECHANISMS["dqrs"].keys(samples=50), PlanInputs(
+                public=public, mode=mode, deterministic=True))
+            assert plan.fit is not None
+            recomputed = combined_costs(list(plan.events), 1e-9)[mode]
+            assert recomputed.epsilon == plan.charged.epsilon <= epsilon
+            # the fit's own events are part of the charge
+            fit_only = compose(fit_events(plan.fit), mode="tight", delta=1e-9)
+            assert 0 < fit_only.rho < recomputed.rho
+
+
+def test_fit_workload_is_the_release_workload_when_it_is_small_and_complete(dependent_table: Dataset):
+    domain = dependent_table.domain
+    complete = _workload(domain)
+    assert fit_workload(complete) is complete
+    conjunctions = random_queries(domain, 3, 50, make_rng(0))  # single cells, not whole marginals
+    fallback = fit_workload(conjunctions)
+    m = len(domain)
+    assert fallback.n_marginals == m + m * (m - 1) // 2
+    assert set(np.unique((fallback.marginals >= 0).sum(axis=1)).tolist()) == {1, 2}
+
+
+def test_particles_are_seeded_with_the_mechanism_records(dependent_table: Dataset):
+    # every particle drawn from one seed record, no moves, a negligible learning rate: the output is that record
+    data = dependent_table
+    workload = _workload(data.domain)
+    seed = np.array([[3, 0, 2, 4, 1]])
+    config = MWEMConfig(
+        rounds=1, select_epsilon=0.01, measure_rho=0.001, measure_noise="gaussian", measure="marginal",
+        learning_rate=1e-12, support="sampled", support_size=500, support_budget=0.001, seed_fraction=1.0,
+        replay_prior=False, track_error=False,
+    )
+    result = mwem(data, workload, config, rng=make_rng(3), seeds=seed)
+    assert np.array_equal(np.unique(result.records, axis=0), seed)
+
+
+def test_fit_table_keeps_the_mechanism_events_first_and_numbers_fit_rounds_after(dependent_table: Dataset):
+    data = dependent_table
+    workload = _workload(data.domain)
+    raw = dualquery(data, workload, DualQueryConfig(eta=1.0, samples=30, rounds=4, delta=1e-9), rng=make_rng(4))
+    public = PublicQuantities(
+        n=data.n, epsilon=0.5, delta=1e-9, domain=data.domain, n_queries=len(workload),
+        n_marginals=workload.n_marginals,
+    )
+    config = mwem_particles_config(public, rounds=3, support_size=5_000, seed_fraction=0.5, track_error=False)
+    seen = []
+    fitted = fit_table(data, workload, raw, config, rng=make_rng(5), progress=lambda d: seen.append(d.round))
+    assert fitted.events[: len(raw.events)] == raw.events
+    assert len(fitted.events) == len(raw.events) + len(fit_events(config))
+    assert seen == [5, 6, 7]
+    assert [d.round for d in fitted.diagnostics] == [1, 2, 3, 4, 5, 6, 7]
+    assert fitted.weights is not None and abs(float(fitted.weights.sum()) - 1.0) < 1e-9
+
+
+def test_fit_table_refuses_a_universe_config(dependent_table: Dataset):
+    data = dependent_table
+    workload = _workload(data.domain)
+    raw = dualquery(data, workload, DualQueryConfig(eta=1.0, samples=10, rounds=2, delta=1e-9), rng=make_rng(6))
+    universe = MWEMConfig(rounds=2, select_epsilon=0.1, measure_epsilon=0.1)
+    with pytest.raises(ConfigError, match="support must be 'sampled'"):
+        fit_table(data, workload, raw, universe, rng=make_rng(7))
