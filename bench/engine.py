@@ -78,6 +78,18 @@ def _legacy_sample(distribution: QueryDistribution, count: int, rng: np.random.G
     return index
 
 
+def _float_sample(distribution: QueryDistribution, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``QueryDistribution.sample`` before exact sampling: float64 cumulative sum, ``searchsorted`` of float
+    uniforms, sign by a float comparison (same scratch buffers as the exact sampler, so only the kernel differs)."""
+    weights = distribution._pair_weights_into(*distribution._scratch)
+    cumulative = np.cumsum(weights, out=weights)
+    targets = rng.random(count) * cumulative[-1]
+    index = np.minimum(np.searchsorted(cumulative, targets, side="right"), len(cumulative) - 1)
+    positive_probability = 0.5 * (1.0 + np.tanh(distribution.log_weight[index]))
+    rng.random(count) >= positive_probability  # noqa: B015 (same work as the original)
+    return index
+
+
 # ---------------------------------------------------------------------- (a) MW round
 def bench_mw_round(kdd: dq_engine.Dataset, workload: Workload, true_answers: np.ndarray, *, samples: int,
                    rounds: int, eta: float = 1.2) -> dict:
@@ -90,11 +102,15 @@ def bench_mw_round(kdd: dq_engine.Dataset, workload: Workload, true_answers: np.
     workload.evaluate_record(bits[0])  # builds the cached first-literal index once (setup, not per round)
     parts: dict[str, list[float]] = {"sample": [], "clauses": [], "evaluate": [], "update": [], "round": []}
     legacy: dict[str, list[float]] = {"sample": [], "evaluate": [], "update": [], "round": []}
+    float_kernel: dict[str, list[float]] = {"sample": [], "round": []}
+    cpu: dict[str, list[float]] = {"exact_sample": [], "float_sample": []}  # process CPU time: less load-sensitive
     for t in range(rounds):
         record = bits[5 + t]
+        c0 = time.process_time()
         t0 = time.perf_counter()
         drawn = distribution.sample(samples, rng)
         t1 = time.perf_counter()
+        cpu["exact_sample"].append(time.process_time() - c0)
         problem_from_samples(workload, drawn)
         t2 = time.perf_counter()
         on_record = workload.evaluate_record(record)
@@ -115,8 +131,18 @@ def bench_mw_round(kdd: dq_engine.Dataset, workload: Workload, true_answers: np.
         for name, value in zip(legacy, (l1 - l0, l2 - l1, l3 - l2, (l1 - l0) + (t2 - t1) + (l3 - l1)), strict=True):
             legacy[name].append(value)
         assert np.array_equal(legacy_on, on_record)
+        # the same round with the float64 sampler that exact sampling replaced (interleaved: same load)
+        c0 = time.process_time()
+        f0 = time.perf_counter()
+        _float_sample(distribution, samples, rng)
+        f1 = time.perf_counter()
+        cpu["float_sample"].append(time.process_time() - c0)
+        float_kernel["sample"].append(f1 - f0)
+        float_kernel["round"].append((f1 - f0) + (t4 - t1))
     return {"queries": len(workload), "samples": samples, "rounds_timed": rounds,
             "per_round": {name: _stats(values) for name, values in parts.items()},
+            "float_sampler": {name: _stats(values) for name, values in float_kernel.items()},
+            "cpu_seconds": {name: _stats(values) for name, values in cpu.items()},
             "legacy_kernels": {name: _stats(values) for name, values in legacy.items()},
             "target_ms": 50.0, "meets_target": bool(np.median(parts["round"]) * 1000 <= 50.0)}
 
@@ -247,6 +273,7 @@ def main() -> None:
             report["a_mw_round"] = bench_mw_round(kdd, workload, true_answers, samples=1750,
                                                   rounds=5 if smoke else 40)
             print("a", json.dumps(report["a_mw_round"]["per_round"]["round"]), flush=True)
+            print("a float sampler", json.dumps(report["a_mw_round"]["float_sampler"]["round"]), flush=True)
         del workload, true_answers
 
     if "c" in args.parts:
