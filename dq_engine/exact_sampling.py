@@ -26,7 +26,7 @@ most 4 ULP (``2^-50``) for float64 ``exp``; ``tests/privacy/test_exact_sampling.
 against correctly rounded decimal values on 100,000 arguments. Every comparison decided in exact arithmetic
 also checks ``2^K P_i ≤ W_i`` and raises :class:`SamplingAssumptionError` if it fails.
 
-Rejections are rare: about ``2^-20 + (N + Z)/2^K`` per draw (``≈ 4·10⁻⁶`` at two million queries).
+Rejections are rare: about ``2^-20 + (N + Z)/2^K`` per draw (``≈ 5·10⁻⁶`` at two million queries).
 """
 
 from __future__ import annotations
