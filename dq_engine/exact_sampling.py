@@ -21,10 +21,11 @@ distribution (the ideal one for the given ``L``), not from a floating-point appr
    comparison is decided (probability about ``2^-28`` per draw).
 
 **The assumption.** ``W_i ≥ 2^K P_i`` needs numpy's float64 ``exp`` to be within a relative ``2^-21`` of the
-true value (the ``(1 + 2^-20)`` margin), and the float64 filter needs it within ``2^-31``. numpy documents at
-most 4 ULP (``2^-50``) for float64 ``exp``; ``tests/privacy/test_exact_sampling.py`` checks numpy's ``exp``
-against correctly rounded decimal values on 100,000 arguments. Every comparison decided in exact arithmetic
-also checks ``2^K P_i ≤ W_i`` and raises :class:`SamplingAssumptionError` if it fails.
+true value (the ``(1 + 2^-20)`` margin), and the float64 filter needs it within ``2^-31``. A libm-quality
+float64 ``exp`` is within a few ULP (``≈ 2^-50``); ``tests/privacy/test_exact_sampling.py`` checks numpy's ``exp``
+against correctly rounded decimal values (2,000 arguments, bound ``2^-45``; worst seen ``≈ 2^-53``). Every
+comparison decided in exact arithmetic also checks ``2^K P_i ≤ W_i`` and raises :class:`SamplingAssumptionError`
+if it fails.
 
 Rejections are rare: about ``2^-20 + (N + Z)/2^K`` per draw (``≈ 5·10⁻⁶`` at two million queries).
 """
