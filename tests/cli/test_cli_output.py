@@ -40,7 +40,8 @@ def _config_with_plan_error(tmp_path: Path) -> Path:
     attributes), paths made absolute."""
     text = (ADULT / "release.toml").read_text()
     text = text.replace('schema_file = "schema.toml"', f'schema_file = "{ADULT / "schema.toml"}"')
-    text = text.replace("samples = 300", 'samples = 300\nfree_policy = "zero"\nrows_per_round = 2')
+    assert text.count('name = "dualquery"') == 1
+    text = text.replace('name = "dualquery"', 'name = "dualquery"\nfree_policy = "zero"\nrows_per_round = 2')
     path = tmp_path / "release.toml"
     path.write_text(text)
     return path
