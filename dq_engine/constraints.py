@@ -346,38 +346,6 @@ class Constraints:
             "size": np.array([len(literals) for literals in self._tables], dtype=np.int64),
         }
 
-    @cached_property
-    def _move_bits(self) -> tuple[tuple[np.ndarray | None, ...], ...]:
-        """Per combination and literal: the bits of a one-hot attribute's listed codes (None for a binary one)."""
-        domain = self.domain
-        return tuple(
-            tuple(None if domain.is_binary[a] else int(domain.offsets[a]) + np.flatnonzero(table)
-                  for a, table in literals)
-            for literals in self._tables
-        )
-
-    def blocked_bits(self, record: np.ndarray) -> np.ndarray:
-        """Bits whose one-attribute move would make the feasible ``record`` infeasible (local-search moves).
-
-        A move "turns a bit on": for a one-hot attribute it sets the attribute to the bit's value, for a binary
-        attribute it flips the attribute. Combination ``k`` is broken by changing attribute ``a`` to ``v`` exactly
-        when every *other* literal of ``k`` holds on ``record`` and ``v`` satisfies ``a``'s literal; only those
-        moves are returned (possibly with repeats). One record per local-search step: checked in Python.
-        """
-        values = np.asarray(record).tolist()
-        out: list[np.ndarray] = []
-        for literals, bits in zip(self._sets, self._move_bits, strict=True):
-            false = [position for position, (a, codes) in enumerate(literals) if values[a] not in codes]
-            if len(false) != 1:
-                continue  # two literals fail (no single move completes it), or none (the record breaks it)
-            position = false[0]
-            a, codes = literals[position]
-            if bits[position] is not None:
-                out.append(bits[position])
-            elif 1 - values[a] in codes:  # a binary attribute: the flip completes the combination
-                out.append(np.array([int(self.domain.offsets[a])]))
-        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
-
     # ------------------------------------------------------------------ repair
     def repair(self, codes: np.ndarray, reference: np.ndarray, free: np.ndarray) -> np.ndarray:
         """Make records feasible by resetting free attributes of violated combinations to ``reference``'s values.

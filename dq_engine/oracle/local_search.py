@@ -18,10 +18,12 @@ record. The objective returned is recomputed exactly from the problem, never tak
 bookkeeping.
 
 With public constraints on the problem (:class:`~dq_engine.constraints.Constraints`) the search only visits
-feasible records: an infeasible start is repaired towards the constraints' witness, a move that would complete a
-forbidden combination gets gain ``-inf`` (:meth:`~dq_engine.constraints.Constraints.blocked_bits`), a batch step
-applies at most one move on an attribute some rule names (moves on other attributes cannot break a rule, and one
-rule move was checked alone), and a perturbed restart is repaired towards the best record so far.
+feasible records: an infeasible start is repaired towards the constraints' witness; the best move is checked
+before it is applied (only when a rule names its attribute: other moves cannot break a rule) and, if it would
+complete a forbidden combination, masked so that the next best is tried (checking the chosen move costs one
+feasibility test per step, where listing every blocked move cost several times more on Adult); a batch step
+applies at most one move on a rule attribute, the best one that keeps the rules; and a perturbed restart is
+repaired towards the best record so far.
 
 Budget: at most ``max_restarts`` restarts and at most ``time_limit`` seconds, whichever comes first; the
 first start is always completed. With ``time_limit=None`` the search is deterministic given its generator.
@@ -257,25 +259,43 @@ def local_search(
     steps = restarts = 0
     hit_limit = False
 
+    def keeps_rules(bit: int) -> bool:
+        """Whether the move "turn ``bit`` on" leaves the (feasible) current record feasible."""
+        attribute = int(domain.bit_attribute[bit])
+        if not rule_attribute[attribute]:
+            return True  # no rule names the attribute: the move cannot break one
+        moved = state.codes.copy()
+        moved[attribute] = 1 - moved[attribute] if domain.is_binary[attribute] else domain.bit_value[bit]
+        return constraints.feasible(moved)
+
     def ascend() -> None:
         nonlocal steps
         while True:
             gain = state.gains()
-            if constraints is not None:  # moves that would complete a forbidden combination are not moves
-                gain[constraints.blocked_bits(state.codes)] = -np.inf
             if use_batch:
-                moves = state.batch(gain)
-                if not gain[moves[0]] > _EPSILON:
-                    return
-                if constraints is not None:  # at most one move on a rule attribute per batch
+                while True:
+                    moves = state.batch(gain)
+                    if not gain[moves[0]] > _EPSILON:
+                        return
+                    if constraints is None:
+                        break
+                    # at most one move on a rule attribute per batch, the best one that keeps the rules (moves on
+                    # other attributes cannot break a rule); a batch left without moves retries without that bit
                     on_rule = rule_attribute[domain.bit_attribute[moves]]
-                    if on_rule.sum() > 1:
-                        best_rule = moves[on_rule][np.argmax(gain[moves[on_rule]])]
-                        moves = np.sort(np.append(moves[~on_rule], best_rule))
+                    ranked = moves[on_rule][np.argsort(-gain[moves[on_rule]], kind="stable")]
+                    kept = next((int(b) for b in ranked if keeps_rules(int(b))), None)
+                    gain[[int(b) for b in ranked if int(b) != kept]] = -np.inf
+                    moves = np.sort(np.append(moves[~on_rule], [] if kept is None else [kept])).astype(np.intp)
+                    if len(moves):
+                        break
             else:
-                bit = int(np.argmax(gain))
-                if not gain[bit] > _EPSILON:
-                    return
+                while True:  # the best move that keeps the rules (a blocked move is masked, the next one tried)
+                    bit = int(np.argmax(gain))
+                    if not gain[bit] > _EPSILON:
+                        return
+                    if constraints is None or keeps_rules(bit):
+                        break
+                    gain[bit] = -np.inf
                 moves = np.array([bit], dtype=np.intp)
             state.apply(moves)
             steps += 1

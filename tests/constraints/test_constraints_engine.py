@@ -86,22 +86,6 @@ def test_invalid_combinations_are_refused(census_domain, combinations, message):
         Constraints(domain=census_domain, combinations=combinations)
 
 
-def test_blocked_bits_are_exactly_the_moves_that_break_a_rule(census_domain, census_rules):
-    rng = make_rng(3)
-    records = all_records(census_domain)
-    feasible = records[census_rules.feasible(records)]
-    for record in feasible[rng.choice(len(feasible), size=40, replace=False)]:
-        blocked = set(census_rules.blocked_bits(record).tolist())
-        for bit in range(census_domain.n_bits):
-            attribute = int(census_domain.bit_attribute[bit])
-            moved = record.copy()
-            if census_domain.is_binary[attribute]:
-                moved[attribute] = 1 - moved[attribute]
-            else:
-                moved[attribute] = census_domain.bit_value[bit]
-            assert (bit in blocked) == (not census_rules.feasible(moved)), (record, bit)
-
-
 def test_repair_ends_feasible_and_changes_only_free_attributes(census_domain, census_rules):
     rng = make_rng(8)
     reference = np.array([0, 0, 0, 0, 1])
