@@ -42,7 +42,11 @@ def decode_synthetic(
 @task(name="validate-synthetic", **TASK_OPTIONS)
 @private_errors
 def check_synthetic(config: ReleaseConfig, schema: Schema, frame: pd.DataFrame) -> None:
-    """Validate the synthetic table with the schema's suite."""
+    """Validate the synthetic table with the schema's published suite, before anything is staged.
+
+    The suite has one expectation per public rule of the schema: a published row breaking a rule fails the release
+    (exit 3), whatever the rule's ``on_violation`` (that key is about the raw table).
+    """
     with connect(None) as con:
         con.register("synthetic", frame)  # validated through a view on the frame: no copy into DuckDB
         validate_synthetic(con, "synthetic", schema, numeric_values=config.output.numeric_values)
