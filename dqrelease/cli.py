@@ -163,14 +163,22 @@ def _plan_public(loaded: Any, schema: Any) -> tuple[Any, Any, Any]:
     return domain, workload, plan_release(loaded, n=int(loaded.privacy.n), workload=workload)
 
 
-def _check_before_run(config: Path, dask: str | None) -> None:
-    """Refuse a missing or invalid config, schema, source path, plan or Dask address before Prefect starts."""
+def _check_before_run(config: Path, dask: str | None, *, accept_low_utility: bool = False) -> None:
+    """Refuse a missing or invalid config, schema, source path, plan or Dask address before Prefect starts.
+
+    A plan whose utility forecast is no better than publishing zeros or uniform data is refused too (exit 2,
+    nothing read or charged) unless ``accept_low_utility``.
+    """
     from dqrelease.cluster import local_worker_count
     from dqrelease.ingest import check_source_files
 
     loaded, schema = _load(config)
     check_source_files(loaded.source)
-    _plan_public(loaded, schema)
+    _, workload, planned = _plan_public(loaded, schema)
+    if planned is not None and not accept_low_utility:
+        from dqrelease.plan import check_release_utility
+
+        check_release_utility(loaded, planned, n=int(loaded.privacy.n), workload=workload)
     address = dask or loaded.run.dask_address
     if address is not None:
         local_worker_count(address)
@@ -212,7 +220,7 @@ def _quiet_prefect_console() -> Iterator[None]:
             handler.removeFilter(quiet)
 
 
-def _run_release(config: Path, *, quiet: bool, dask: str | None = None) -> dict:
+def _run_release(config: Path, *, quiet: bool, dask: str | None = None, accept_low_utility: bool = False) -> dict:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from dqrelease import progress
@@ -235,7 +243,7 @@ def _run_release(config: Path, *, quiet: bool, dask: str | None = None) -> dict:
     progress.set_sink(sink)
     try:
         with api.connected(), _quiet_prefect_console(), bar:
-            return run_release(str(config), dask_address=dask)
+            return run_release(str(config), dask_address=dask, accept_low_utility=accept_low_utility)
     finally:
         progress.clear_sink()
 
@@ -254,12 +262,20 @@ def run(
             help="Dask scheduler (tcp://host:8786), or 'local' / 'local:N' for N local worker processes.",
         ),
     ] = None,
+    accept_low_utility: Annotated[
+        bool,
+        typer.Option(
+            "--accept-low-utility",
+            help="Publish even when the utility forecast is no better than publishing zeros or uniform data "
+            "(`dqrelease plan` shows it; without this flag such a release is refused before anything is read).",
+        ),
+    ] = False,
 ) -> None:
     """Run a release: ingest, validate, charge the budget, synthesize, publish."""
     _state["verbose"] = verbose
     with _exit_codes():
-        _check_before_run(config, dask)
-        summary = _run_release(config, quiet=quiet, dask=dask)
+        _check_before_run(config, dask, accept_low_utility=accept_low_utility)
+        summary = _run_release(config, quiet=quiet, dask=dask, accept_low_utility=accept_low_utility)
     out = _stdout()
     cost = summary["privacy"][summary["accounting_mode"]]
     mode = summary["accounting_mode"]
@@ -304,6 +320,42 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
     out.print(costs)
     for note in result.notes:
         out.print(note, markup=False, highlight=False)
+    _print_forecast(out, loaded, result, workload)
+
+
+def _print_forecast(out: Console, loaded: Any, result: Any, workload: Any) -> None:
+    """The utility forecast next to the baselines', and a warning (with a passing choice) when it is no better."""
+    from dq_engine.forecast import judge_forecast
+    from dqrelease.mechanisms.utility import ACCEPT_FLAG, forecast_plan, forecast_shape, recommendation
+    from dqrelease.plan import mechanism_budget, plan_inputs
+
+    n = int(loaded.privacy.n)
+    inputs = plan_inputs(loaded, n=n, workload=workload)
+    shape = forecast_shape(inputs, rows=loaded.output.rows or n)
+    predicted = forecast_plan(result, shape)
+    if predicted is None:
+        out.print(f"forecast: no model for {result.mechanism}; its utility is not checked", markup=False,
+                  highlight=False)
+        return
+    verdict = judge_forecast(predicted, shape)
+    table = Table("forecast (public quantities only)", "worst one-way cell", "workload max", "source")
+    for row in (verdict.forecast, *verdict.baselines):
+        cells = row.worst_one_way_cell, row.workload_max
+        table.add_row(row.label, *(cell.shown() for cell in cells),
+                      " / ".join(dict.fromkeys(cell.source for cell in cells)))
+    out.print(table)
+    out.print("theory: closed form of the mechanism's noise; calibrated: noise formula x constants fitted on "
+              "benchmark runs; bound: a public lower bound (docs/engine.md, 'Forecast')", markup=False,
+              highlight=False)
+    if verdict.passes:
+        return
+    epsilon, _ = mechanism_budget(loaded)
+    offset = 0.0 if epsilon is None else loaded.privacy.epsilon - epsilon
+    out.print(Text.assemble(
+        ("warning: ", "yellow"),
+        f"low utility: {'; '.join(verdict.failures)}. `dqrelease run` refuses this release unless {ACCEPT_FLAG} "
+        f"is given; use {recommendation(inputs, epsilon_offset=offset)}",
+    ), highlight=False)
 
 
 def _ledger(ledger: Path | None, config: Path | None):

@@ -27,9 +27,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "build_workload",
+    "check_release_utility",
     "count_event",
     "mechanism_budget",
     "noisy_count_lower_bound",
+    "plan_inputs",
     "plan_release",
     "planning_n",
 ]
@@ -135,6 +137,42 @@ def planning_n(config: ReleaseConfig, noisy_count: float) -> int:
     return max(1, lower - 1)
 
 
+def plan_inputs(config: ReleaseConfig, *, n: int, workload: Workload) -> PlanInputs:
+    """The public inputs of the configured mechanism's plan rule (:func:`plan_release`, the utility forecast)."""
+    from dq_engine.public import PublicQuantities
+    from dqrelease.rules import config_constraints
+
+    epsilon, delta = mechanism_budget(config)
+    return PlanInputs(
+        public=PublicQuantities(
+            n=n, epsilon=epsilon, delta=delta, domain=workload.domain, n_queries=len(workload),
+            n_marginals=workload.n_marginals,
+        ),
+        mode=config.privacy.accounting,
+        deterministic=config.run.seed_mode == "seeded",
+        constraints=config_constraints(config),  # the schema's rules: a mechanism that cannot keep them is refused
+        workload=workload,
+    )
+
+
+def check_release_utility(config: ReleaseConfig, plan: ReleasePlan, *, n: int, workload: Workload) -> None:
+    """Refuse ``plan`` when its utility forecast is no better than publishing zeros or uniform data.
+
+    ``dqrelease run`` calls this before any data is read (declared ``n``) unless ``--accept-low-utility`` is given
+    (:func:`dqrelease.mechanisms.utility.check_utility`; the forecast assumes ``output.rows`` published rows).
+
+    Raises:
+        ConfigInvalidError: One line with the failing figures and a mechanism and ε whose forecast passes.
+    """
+    from dqrelease.mechanisms.utility import check_utility
+
+    epsilon, _ = mechanism_budget(config)
+    offset = 0.0 if config.privacy.epsilon is None or epsilon is None else config.privacy.epsilon - epsilon
+    check_utility(
+        plan, plan_inputs(config, n=n, workload=workload), rows=config.output.rows or n, epsilon_offset=offset
+    )
+
+
 def plan_release(config: ReleaseConfig, *, n: int, workload: Workload) -> ReleasePlan:
     """Plan the configured mechanism for ``n`` records within :func:`mechanism_budget`.
 
@@ -149,19 +187,8 @@ def plan_release(config: ReleaseConfig, *, n: int, workload: Workload) -> Releas
             the schema's rules.
     """
     from dq_engine.errors import AccountingError, DQEngineError
-    from dq_engine.public import PublicQuantities
-    from dqrelease.rules import config_constraints
 
-    epsilon, delta = mechanism_budget(config)
-    inputs = PlanInputs(
-        public=PublicQuantities(
-            n=n, epsilon=epsilon, delta=delta, domain=workload.domain, n_queries=len(workload),
-            n_marginals=workload.n_marginals,
-        ),
-        mode=config.privacy.accounting,
-        deterministic=config.run.seed_mode == "seeded",
-        constraints=config_constraints(config),  # the schema's rules: a mechanism that cannot keep them is refused
-    )
+    inputs = plan_inputs(config, n=n, workload=workload)
     try:
         return plan_mechanism(config.mechanism, inputs)
     except AccountingError as error:

@@ -37,6 +37,7 @@ from dq_engine.rng import spawn
 from dqrelease.config import ReleaseConfig
 from dqrelease.grants import MechanismGrant, grant_after_charge, grant_for_replay
 from dqrelease.mechanisms import ReleasePlan
+from dqrelease.plan import check_release_utility
 from dqrelease.replay import check_inputs_unchanged, prepare_replay
 from dqrelease.runs import RunContext, new_run, run_seed
 from dqrelease.schema import Schema
@@ -92,10 +93,12 @@ def _read_private(config: ReleaseConfig, schema: Schema, run: RunContext) -> Dat
     return discretize_raw(schema, run).with_neighbouring(config.privacy.neighbouring)
 
 
-def _prepare(config_path: str, *, output_directory: str | None) -> _Prepared:
+def _prepare(config_path: str, *, output_directory: str | None, accept_low_utility: bool = False) -> _Prepared:
     config, schema = load_release_config(config_path)
     workload = workload_from_config(config, schema)
     plan = plan_privacy(config, int(config.privacy.n), workload) if config.privacy.n != "noisy" else None
+    if plan is not None and not accept_low_utility:  # refused before anything is read or charged
+        check_release_utility(config, plan, n=plan.n, workload=workload)
     run = new_run(config, output=Path(output_directory) if output_directory else None)
     try:
         seed = run_seed(config)
@@ -107,6 +110,8 @@ def _prepare(config_path: str, *, output_directory: str | None) -> _Prepared:
             count_receipt, n_plan = count_records(config, data, run, rngs["count"])
             receipts.append(count_receipt)
             plan = plan_privacy(config, n_plan, workload)
+            if not accept_low_utility:  # the forecast needs n: refused after the count, before the release's charge
+                check_release_utility(config, plan, n=n_plan, workload=workload)
         receipts.append(charge_budget(config, plan, run))
         grant = grant_after_charge(
             config=config, plan=plan, workload=workload, receipt=receipts[-1], run_id=run.run_id
@@ -159,6 +164,7 @@ def release(
     *,
     output_directory: str | None = None,
     dask_address: str | None = None,
+    accept_low_utility: bool = False,
 ) -> dict[str, Any]:
     """Run one release; its cost is charged to the ledger before the mechanism reads the data.
 
@@ -169,11 +175,14 @@ def release(
         output_directory: Override of ``output.directory``.
         dask_address: Scheduler address when the flow's task runner is a ``DaskTaskRunner`` (set by
             :func:`run_release`): answering and the mechanism are then submitted to the cluster.
+        accept_low_utility: Run even when the plan's utility forecast is no better than publishing zeros or
+            uniform data (:func:`dqrelease.plan.check_release_utility`; refused otherwise, before anything is read
+            when ``n`` is declared).
 
     Returns:
         Public summary: run id, directories, output hashes, privacy cost charged.
     """
-    prepared = _prepare(config_path, output_directory=output_directory)
+    prepared = _prepare(config_path, output_directory=output_directory, accept_low_utility=accept_low_utility)
     try:
         # the exact answers are computed once: the mechanism and the error report both use them
         if dask_address is None:
@@ -213,7 +222,11 @@ def release_many(config_paths: list[str], *, dask_address: str | None = None) ->
 
 
 def run_release(
-    config_path: str, *, dask_address: str | None = None, output_directory: str | None = None
+    config_path: str,
+    *,
+    dask_address: str | None = None,
+    output_directory: str | None = None,
+    accept_low_utility: bool = False,
 ) -> dict[str, Any]:
     """Run :func:`release`, on a Dask cluster when ``dask_address`` (or the config's ``run.dask_address``) is set.
 
@@ -222,14 +235,17 @@ def run_release(
     """
     address = dask_address or load_release_config.fn(config_path)[0].run.dask_address
     if address is None:
-        return release(config_path, output_directory=output_directory)
+        return release(config_path, output_directory=output_directory, accept_low_utility=accept_low_utility)
     from prefect_dask import DaskTaskRunner
 
     from dqrelease.cluster import dask_scheduler
 
     with dask_scheduler(address) as scheduler:
         flow_on_dask = release.with_options(task_runner=DaskTaskRunner(address=scheduler))
-        return flow_on_dask(config_path, dask_address=scheduler, output_directory=output_directory)
+        return flow_on_dask(
+            config_path, dask_address=scheduler, output_directory=output_directory,
+            accept_low_utility=accept_low_utility,
+        )
 
 
 @flow(name="dqrelease-replay", persist_result=False, validate_parameters=False)

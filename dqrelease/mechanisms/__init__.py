@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from dqrelease.errors import ConfigInvalidError
+from dqrelease.mechanisms.auto import AUTO, AutoKeys
 from dqrelease.mechanisms.base import Mechanism, MechanismKeys, PlanInputs, ReleasePlan, RunInputs
 from dqrelease.mechanisms.dualquery import DQRS, DUALQUERY, DQRSKeys, DualQueryKeys
 from dqrelease.mechanisms.fit import plan_with_fit, run_fit
@@ -37,14 +38,14 @@ __all__ = [
 ]
 
 MECHANISMS: dict[str, Mechanism] = {
-    m.name: m for m in (DUALQUERY, DQRS, FEM, SEPFEM, MWEM, MWEM_PARTICLES, RANDOMIZED_RESPONSE)
+    m.name: m for m in (DUALQUERY, DQRS, FEM, SEPFEM, MWEM, MWEM_PARTICLES, RANDOMIZED_RESPONSE, AUTO)
 }
 """Every mechanism by its ``mechanism.name``, in the order the docs list them (the default first)."""
 
 DEFAULT_MECHANISM = "dualquery"
 
 MechanismSettings = Annotated[
-    DualQueryKeys | DQRSKeys | FEMKeys | SepFEMKeys | MWEMKeys | MWEMParticlesKeys | RandomizedResponseKeys,
+    DualQueryKeys | DQRSKeys | FEMKeys | SepFEMKeys | MWEMKeys | MWEMParticlesKeys | RandomizedResponseKeys | AutoKeys,
     Field(discriminator="name"),
 ]
 """The ``[mechanism]`` section: the keys model of the mechanism its ``name`` selects."""
@@ -70,10 +71,12 @@ def plan_mechanism(keys: MechanismKeys, inputs: PlanInputs) -> ReleasePlan:
     chosen = mechanism(keys.name)
     constraints = inputs.constraints if inputs.constraints is not None and len(inputs.constraints) else None
     if constraints is not None and not chosen.enforces_constraints:
-        able = ", ".join(m.name for m in MECHANISMS.values() if m.enforces_constraints)
+        from dqrelease.mechanisms.utility import recommendation
+
         raise ConfigInvalidError(
             f"mechanism {chosen.name!r} cannot keep the schema's rules ({', '.join(constraints.rule_names)}): it "
-            f"would publish records that break them; use one of {able}, or remove the rules"
+            f"would publish records that break them; use {recommendation(inputs, exclude=(chosen.name,))}, or "
+            "remove the rules"
         )
     fit = getattr(keys, "fit", None)
     planned = plan_with_fit(chosen.plan, keys, inputs) if fit is not None and fit.enabled else chosen.plan(keys, inputs)

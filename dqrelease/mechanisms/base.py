@@ -106,12 +106,15 @@ class PlanInputs:
         mode: The accounting mode charged to the ledger (``tight`` or ``paper``).
         deterministic: Seeded run: the oracle must be reproducible.
         constraints: The schema's public rules over the domain, or None when it declares none.
+        workload: The public workload, whose shape the utility forecast reads (:mod:`dq_engine.forecast`), or
+            None (the forecast then approximates it from ``public``'s ``N`` and ``M``).
     """
 
     public: PublicQuantities
     mode: Literal["tight", "paper"]
     deterministic: bool
     constraints: Constraints | None = None
+    workload: Workload | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,8 @@
 
 * ``mwem`` -- MWEM (Hardt, Ligett & McSherry 2012, Algorithm 1): multiplicative weights over every record of
   the domain. It keeps one weight per record and is refused at plan time above ``2^24`` records
-  (:data:`dq_engine.mwem.MAX_UNIVERSE_LOG2`), pointing to ``mwem-particles`` or ``dualquery``.
+  (:data:`dq_engine.mwem.MAX_UNIVERSE_LOG2`), naming a mechanism whose forecast passes
+  (:func:`dqrelease.mechanisms.utility.recommendation`).
 * ``mwem-particles`` -- MWEM on 200,000 particles (any domain size): noisy one-way marginals give the
   particles' prior, each round selects a marginal with the exponential mechanism and measures it with Gaussian
   noise, and the particles are resampled and moved using only those noisy results
@@ -48,14 +49,15 @@ def _plan_mwem(keys: MWEMKeys, inputs: PlanInputs) -> ReleasePlan:
     from dq_engine.defaults import mwem_config
     from dq_engine.errors import UniverseTooLargeError
     from dq_engine.mwem import MAX_UNIVERSE_LOG2, mwem_costs, mwem_events
+    from dqrelease.mechanisms.utility import recommendation
 
     public, mode = inputs.public, inputs.mode
     log2 = public.domain.universe_log2
     if log2 > MAX_UNIVERSE_LOG2 + 1e-9:
         raise UniverseTooLargeError(
             f"mechanism 'mwem' keeps one weight per record: the schema's domain has 2^{log2:.1f} records, more than "
-            f"MWEM's limit of 2^{MAX_UNIVERSE_LOG2}; use mechanism.name = 'mwem-particles' (MWEM on a fixed number "
-            "of particles) or 'dualquery' for this schema, or drop or coarsen columns"
+            f"MWEM's limit of 2^{MAX_UNIVERSE_LOG2}; use {recommendation(inputs, exclude=('mwem',))}, or drop or "
+            "coarsen columns"
         )
     engine_config = mwem_config(public, mode=mode, rounds=keys.rounds)
     events = tuple(mwem_events(engine_config))

@@ -51,6 +51,7 @@ def _plan(keys: RandomizedResponseKeys, inputs: PlanInputs) -> ReleasePlan:
         estimate_sd_bound,
         keep_probability,
     )
+    from dqrelease.mechanisms.utility import recommendation
 
     public = inputs.public
     domain, epsilon = public.domain, public.epsilon
@@ -59,7 +60,8 @@ def _plan(keys: RandomizedResponseKeys, inputs: PlanInputs) -> ReleasePlan:
     except UniverseTooLargeError:
         raise UniverseTooLargeError(
             f"mechanism 'randomized_response' needs a domain of at most 2^{MAX_RR_UNIVERSE_LOG2:g} records; this "
-            f"schema's has 2^{domain.universe_log2:.1f}; drop or coarsen columns, or use mechanism.name = 'dualquery'"
+            f"schema's has 2^{domain.universe_log2:.1f}; drop or coarsen columns, or use "
+            f"{recommendation(inputs, exclude=('randomized_response',))}"
         ) from None
     p = keep_probability(epsilon, domain)
     if sd > RR_MAX_ESTIMATE_SD:
@@ -67,7 +69,7 @@ def _plan(keys: RandomizedResponseKeys, inputs: PlanInputs) -> ReleasePlan:
             f"mechanism 'randomized_response' would publish noise: with 2^{domain.universe_log2:.1f} records in the "
             f"domain and epsilon = {epsilon:.4g} a record is kept with probability {p:.3g}, so an estimated answer "
             f"has a standard deviation up to {sd:.3g} (limit {RR_MAX_ESTIMATE_SD}); drop or coarsen columns, "
-            "raise privacy.epsilon, or use mechanism.name = 'dualquery'"
+            f"raise privacy.epsilon, or use {recommendation(inputs, exclude=('randomized_response',))}"
         )
     engine_config = RandomizedResponseConfig(epsilon=epsilon, delta=public.delta)
     events = (PureDpEvent(epsilon=epsilon, count=1, label=RR_LABEL),)

@@ -1,0 +1,173 @@
+"""Calibration runs of the utility forecast (dq_engine/forecast.py): measured against forecast, on public shapes.
+
+One command (about 20 minutes on 2 cores; each run is one mechanism at one epsilon, one seed):
+
+    .venv/bin/python bench/forecast_calibration.py [--only SHAPE ...]
+
+Shapes: the shipped Adult example (examples/adult: its schema and its data, 48,842 rows x 15 columns), a public
+5,000-row subsample of it, the private-pgm Adult encoding (14 columns), KDD99 (bench/engine_data.py's encoding,
+42 columns, 494,021 rows) and a "German credit"-like synthetic table (1,000 rows, 21 columns of German credit's
+sizes, each column correlated with the previous one). Workload: the release default (all 1-way and 2-way
+marginals, 64 random 3-way ones). Mechanisms through the registry with their default keys at delta = 1e-9:
+MWEM on particles, DualQuery with its table fit (the default) and DualQuery's raw records (fit disabled).
+
+For every run the published rows (n of them, drawn from the synthetic distribution as the release does) are
+evaluated with dq_engine.fidelity, and the forecast's formulas are evaluated with every calibrated constant set
+to 1 (columns ``base_*``): the constants of dq_engine/forecast.py are the medians of measured / base. One CSV row
+per run in ``bench/results/forecast_calibration.csv`` (appended as runs finish), the machine in the JSON beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from scale_common import machine
+
+from dq_engine import Dataset, Domain, answer_workload, forecast, make_rng
+from dq_engine.fidelity import evaluate_rows, fidelity_reference
+from dq_engine.public import PublicQuantities
+from dqrelease.config import default_workload
+from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism
+from dqrelease.mechanisms.utility import forecast_plan, forecast_shape
+from dqrelease.plan import build_workload
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+DELTA = 1e-9
+GERMAN_SIZES = (4, 10, 5, 10, 10, 5, 5, 4, 4, 3, 4, 4, 10, 3, 3, 4, 4, 2, 2, 2, 2)
+"""Column sizes of a German-credit-like table (its 21 columns; numeric ones in 10 buckets)."""
+
+RUNS = (
+    ("german", (1.0, 0.1), ("mwem-particles", "dualquery", "dualquery-raw")),
+    ("adult-5000", (1.0,), ("mwem-particles", "dualquery")),
+    ("adult", (1.0, 0.1), ("mwem-particles", "dualquery", "dualquery-raw")),
+    ("adult-pgm", (1.0,), ("mwem-particles",)),
+    ("kdd99", (1.0,), ("mwem-particles",)),
+)
+KEYS = {"mwem-particles": ("mwem-particles", {}), "dualquery": ("dualquery", {}),
+        "dualquery-raw": ("dualquery", {"fit": {"enabled": False}})}
+
+
+def adult_shipped() -> Dataset:
+    """The shipped example's table, discretized by its schema (DuckDB, as the release does)."""
+    import duckdb
+
+    from dqrelease.config import load_config
+    from dqrelease.discretize import discretize
+    from dqrelease.ingest import ingest_source
+    from dqrelease.schema import load_schema
+
+    config = load_config(ROOT / "examples" / "adult" / "release.toml")
+    schema = load_schema(config.schema_file)
+    with duckdb.connect() as con:
+        ingest_source(con, config.source, schema)
+        return discretize(con, "raw", schema)
+
+
+def german_like(n: int = 1_000, seed: int = 7) -> Dataset:
+    """A public synthetic table of German credit's shape: column j copies column j-1 (mod size) w.p. 0.5."""
+    rng = make_rng(seed)
+    columns = [rng.integers(0, GERMAN_SIZES[0], n)]
+    for size in GERMAN_SIZES[1:]:
+        fresh = rng.choice(size, size=n, p=rng.dirichlet(np.full(size, 0.7)))
+        columns.append(np.where(rng.random(n) < 0.5, columns[-1] % size, fresh))
+    domain = Domain.categorical({f"c{j:02d}": size for j, size in enumerate(GERMAN_SIZES)})
+    return Dataset.from_codes(domain, np.stack(columns, axis=1))
+
+
+def load(shape: str) -> Dataset:
+    """The dataset of ``shape``."""
+    if shape == "german":
+        return german_like()
+    if shape in ("adult", "adult-5000"):
+        data = adult_shipped()
+        if shape == "adult":
+            return data
+        keep = np.sort(make_rng(5).choice(data.n, size=5_000, replace=False))
+        return Dataset.from_codes(data.domain, data.codes[keep])
+    from engine_data import load_adult, load_kdd99
+
+    return load_adult() if shape == "adult-pgm" else load_kdd99()
+
+
+def bases(plan, shape) -> dict[str, float]:
+    """The forecast's formulas with every calibrated constant 1 (the workload's noise part alone)."""
+    saved = (forecast.PRIOR_FIT_FACTOR, forecast.WORKLOAD_FIT_FACTOR, forecast.RAW_RECORDS_FACTOR)
+    try:
+        forecast.PRIOR_FIT_FACTOR, forecast.WORKLOAD_FIT_FACTOR, forecast.RAW_RECORDS_FACTOR = 1.0, 1.0, 1.0
+        one = forecast_plan(plan, shape)
+        forecast.PRIOR_FIT_FACTOR = 0.0
+        noise = forecast_plan(plan, shape)
+    finally:
+        forecast.PRIOR_FIT_FACTOR, forecast.WORKLOAD_FIT_FACTOR, forecast.RAW_RECORDS_FACTOR = saved
+    return {"base_one_way": one.worst_one_way_cell.value, "base_workload_noise": noise.workload_max.value}
+
+
+def run_one(shape_name: str, data: Dataset, workload, truth, epsilon: float, variant: str, seed: int) -> dict:
+    """Plan, forecast, run and evaluate one mechanism at one epsilon."""
+    name, keys = KEYS[variant]
+    public = PublicQuantities(n=data.n, epsilon=epsilon, delta=DELTA, domain=data.domain, n_queries=len(workload),
+                              n_marginals=workload.n_marginals)
+    inputs = PlanInputs(public=public, mode="tight", deterministic=False, workload=workload)
+    plan = plan_mechanism(MECHANISMS[name].keys(**keys), inputs)
+    shape = forecast_shape(inputs)
+    predicted = forecast_plan(plan, shape)
+    start = time.perf_counter()
+    result = run_mechanism(plan, RunInputs(data=data, workload=workload, rng=make_rng(seed), true_answers=truth))
+    seconds = time.perf_counter() - start
+    published = result.sample_rows(data.n, make_rng(seed + 1000))
+    reference = fidelity_reference(data, workload=workload, true_answers=truth)
+    measured = evaluate_rows(reference, published, label="published rows").figures()
+    return {
+        "shape": shape_name, "n": data.n, "columns": len(data.domain), "one_way_cells": shape.one_way_cells,
+        "workload_cells": shape.workload_cells, "mechanism": variant, "epsilon": epsilon, "seed": seed,
+        "rounds": plan.parameters.get("rounds"), "fit_rounds": None if plan.fit is None else plan.fit.rounds,
+        "records": int(result.records.shape[0]),
+        "forecast_one_way": predicted.worst_one_way_cell.value, "forecast_workload": predicted.workload_max.value,
+        **bases(plan, shape),
+        "measured_one_way": measured["worst_one_way_cell"], "measured_workload": measured["workload_max_error"],
+        "measured_distinct": int(np.unique(published, axis=0).shape[0]), "seconds": round(seconds, 1),
+        "load": round(os.getloadavg()[0], 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the calibration runs and append their rows to the CSV."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="shapes to run (default: all)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "forecast_calibration.csv")
+    args = parser.parse_args(argv)
+    info = {"command": " ".join([pathlib.Path(sys.executable).name, *sys.argv]), "machine": machine()}
+    args.out.with_suffix(".json").write_text(json.dumps(info, indent=2, default=str) + "\n")
+    for shape_name, epsilons, variants in RUNS:
+        if args.only and shape_name not in args.only:
+            continue
+        data = load(shape_name)
+        workload = build_workload(default_workload(), data.domain)
+        truth = answer_workload(data, workload)
+        for epsilon in epsilons:
+            for variant in variants:
+                row = run_one(shape_name, data, workload, truth, epsilon, variant, args.seed)
+                print(json.dumps(row), flush=True)
+                new = not args.out.exists()
+                with args.out.open("a", newline="") as handle:
+                    writer = csv.DictWriter(handle, fieldnames=list(row))
+                    if new:
+                        writer.writeheader()
+                    writer.writerow(row)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
