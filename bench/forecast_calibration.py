@@ -94,7 +94,7 @@ def load(shape: str) -> Dataset:
         if shape == "adult":
             return data
         keep = np.sort(make_rng(5).choice(data.n, size=5_000, replace=False))
-        return Dataset.from_codes(data.domain, data.codes[keep])
+        return Dataset.from_codes(data.domain, data.to_codes()[keep])
     from engine_data import load_adult, load_kdd99
 
     return load_adult() if shape == "adult-pgm" else load_kdd99()

@@ -97,6 +97,8 @@ UNIFORM_TYPICAL_SHARE = 0.9
 
 Source = Literal["theory", "calibrated", "bound", "unknown"]
 
+_FIGURE_NAMES = {"worst_one_way_cell": "worst one-way cell", "workload_max_error": "workload max"}
+
 
 @dataclass(frozen=True, kw_only=True)
 class Figure:
@@ -387,5 +389,6 @@ def judge_forecast(forecast: ErrorForecast, shape: ForecastShape) -> UtilityVerd
             continue
         if figure.value is None or figure.value >= other.value:
             shown = "unknown" if figure.value is None else f"{figure.value:.3g}"
-            failures.append(f"{name.replace('_', ' ')} {shown} is no better than {baseline.label}'s {other.shown()}")
+            failures.append(f"{_FIGURE_NAMES[name]} {shown} is no better than publishing {baseline.label} "
+                            f"({other.shown()})")
     return UtilityVerdict(forecast=forecast, baselines=(zeros, uniform), failures=tuple(failures))

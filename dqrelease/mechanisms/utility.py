@@ -200,7 +200,8 @@ def recommendation(inputs: PlanInputs, *, exclude: tuple[str, ...] = (), epsilon
                 f"= {EPSILON_GRID[-1]:g} (drop or coarsen columns, or publish more records)")
     figures = found.verdict.forecast
     return (
-        f"mechanism.name = '{found.mechanism}' with privacy.epsilon = {found.epsilon + epsilon_offset:.4g} (forecast: "
+        f"mechanism.name = '{found.mechanism}' (default keys) with privacy.epsilon = "
+        f"{found.epsilon + epsilon_offset:.4g} (forecast: "
         f"worst one-way cell {figures.worst_one_way_cell.value:.3g}, workload max {figures.workload_max.value:.3g})"
     )
 
