@@ -8,7 +8,8 @@ itself, after the CLI has prepared its environment, as in a real process). The p
 and writes ``{"exit_codes": [...]}`` to ``JOBS.json.result``.
 
 Forking saves each child the 10-20 s of imports a fresh interpreter needs on a loaded 2-core machine, so 16
-releases really run at once. The launcher starts no thread before forking (checked), so forking is safe.
+releases really run at once. The launcher starts no thread before forking, Python or native (checked in
+``/proc/self/task``; BLAS is limited to one thread so numpy starts no pool), so forking is safe.
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ import json
 import os
 import sys
 import threading
+from pathlib import Path
+
+# Native thread pools (OpenBLAS starts one when numpy is imported) do not survive a fork: a child's first large
+# BLAS call would wait forever for workers it does not have. One BLAS thread per process means no pool.
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+
+FORK_SAFE_THREADS = {"jemalloc_bg_thd"}
+"""Native threads that survive a fork: jemalloc (pyarrow's allocator) restarts its background thread itself."""
 
 
 def _preload() -> None:
@@ -36,6 +47,11 @@ def _preload() -> None:
 
     assert not any(name == "prefect" or name.startswith("prefect.") for name in sys.modules), "Prefect preloaded"
     assert threading.active_count() == 1, "a thread was started before forking"
+    if os.path.isdir("/proc/self/task"):  # native threads too (thread pools of C libraries)
+        others = [task for task in os.listdir("/proc/self/task") if task != str(os.getpid())]
+        names = [Path(f"/proc/self/task/{task}/comm").read_text().strip() for task in others]
+        native = [name for name in names if name not in FORK_SAFE_THREADS]
+        assert not native, f"native threads {native} were started before forking"
 
 
 def _child(job: dict) -> None:
