@@ -1,19 +1,25 @@
 """Benchmark of every mechanism on ADULT: 64 random 3-way marginals, ε ∈ {0.1, 0.15, 0.2, 0.25, 0.5, 1}, δ = 1/n².
 
-One command (full run, sequential, about half an hour on 2 cores):
+One command (full run, sequential; with the table fit of DualQuery, DQRS, FEM and sepFEM about an hour on 2 cores):
 
     .venv/bin/python bench/mechanisms.py
 
-``--smoke`` runs tiny sizes (a 6-attribute slice, 8 marginals, one ε, capped rounds) in well under a
-minute; ``--dataset kdd-proxy`` runs the *development proxy* (below) instead of ADULT.
+``--smoke`` runs tiny sizes (a 6-attribute slice, 8 marginals, one ε, capped rounds) in about a minute;
+``--dataset kdd-proxy`` runs the *development proxy* (below) instead of ADULT.
 
-Every mechanism gets ONE fixed parameter rule computed from public quantities only: ``n``, the target
-(ε, δ), the domain, the number of queries ``N`` and marginals ``M`` (the ``rule_*`` functions below; FEM, sepFEM,
-MWEM and MWEM on particles are the release pipeline's defaults from ``dq_engine/defaults.py``; docs/benchmarks.md).
-Budgets are calibrated in tight mode (zCDP, optimal conversion) so that the reported tight cost never
-exceeds the target; the paper-mode cost is reported next to it. No rule was tuned on ADULT: the free
-constants were set from the papers and checked on the development proxy, a 48,842-row sample of KDD Cup 99
-(DualQuery authors' encoding) with 14 attributes of similar sizes, bucketed with fixed public edges.
+Every mechanism is planned and run by the release pipeline's registry (:data:`dqrelease.mechanisms.MECHANISMS`,
+through :func:`~dqrelease.mechanisms.plan_mechanism` and :func:`~dqrelease.mechanisms.run_mechanism`) with its
+default keys, i.e. exactly as ``dqrelease run`` would with ``[mechanism] name = "..."`` and nothing else: the
+parameter rules are the registry's (public quantities only: ``n``, the target (ε, δ), the domain, the number of
+queries ``N`` and marginals ``M``), including the default table fit of DualQuery, DQRS, FEM and sepFEM. Smoke runs
+override a few keys (:data:`SMOKE_KEYS`) to shrink the sizes; full runs override nothing. Selectors (``auto``)
+are not run under their own name: they plan one of the others. Budgets are in tight mode (zCDP, optimal
+conversion) with seeded (deterministic) oracles, so the charged tight cost never exceeds the target; the
+paper-mode cost of the same plan is reported next to it. The error is that of the mechanism's synthetic
+distribution (records and weights; randomized response: its proper unbiased estimator, seed 003 eq. 14).
+
+The development proxy is a 48,842-row sample of KDD Cup 99 (DualQuery authors' encoding) with 14 attributes of
+similar sizes, bucketed with fixed public edges.
 
 Outputs: ``bench/results/mechanisms.csv`` (one row per mechanism and ε, appended and flushed as each run
 finishes, so a crash loses at most the run in progress), ``bench/results/mechanisms.json`` (command, versions,
@@ -36,25 +42,13 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from dq_engine import (
-    Dataset,
-    Domain,
-    DQRSConfig,
-    DualQueryConfig,
-    OracleConfig,
-    answer_workload,
-    calibrate_rounds,
-    dqrs,
-    dualquery,
-    make_rng,
-    random_marginals,
-)
+from dq_engine import Dataset, Domain, answer_workload, make_rng, random_marginals
 from dq_engine.accounting import approx_dp_from_zcdp
 from dq_engine.baselines import (
     independent_gaussian_answers,
@@ -62,23 +56,36 @@ from dq_engine.baselines import (
     uniform_answers,
     zeros_answers,
 )
-from dq_engine.defaults import fem_config, mwem_config, mwem_particles_config, sepfem_config
-from dq_engine.errors import UniverseTooLargeError
-from dq_engine.fem import FEMConfig, fem
+from dq_engine.errors import DQEngineError
 from dq_engine.marginal_tables import MarginalIndex
-from dq_engine.mwem import MWEMConfig, mwem
 from dq_engine.public import PublicQuantities
-from dq_engine.randomized_response import RandomizedResponseConfig, estimate_answers, randomized_response
+from dq_engine.randomized_response import estimate_answers
 from dq_engine.results import SynthesisResult
-from dq_engine.sepfem import SepFEMConfig, sepfem
 from dq_engine.workload import Workload
 from dqrelease.data_home import require_shared_data_dir
+from dqrelease.errors import ConfigInvalidError
+from dqrelease.mechanisms import MECHANISMS, PlanInputs, ReleasePlan, RunInputs, plan_mechanism, run_mechanism
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EPSILONS = (0.1, 0.15, 0.2, 0.25, 0.5, 1.0)
 WORKLOAD_SEED = 0
 TIME_BUDGET = 65.0
-"""Seconds one run may take on this 2-core machine (the rules size rounds and oracle limits to fit)."""
+"""Seconds one run may take on this 2-core machine (issue 4's target; slower runs are marked ``over-time``)."""
+
+SELECTORS = ("auto",)
+"""Registry entries that choose another mechanism (not run under their own name)."""
+RUN_ORDER = ("dualquery", "dqrs", "fem", "sepfem", "mwem", "mwem-particles", "randomized_response")
+"""Mechanisms in the order of the first runs: a mechanism's seed offset is its place here (stable seeds)."""
+
+SMOKE_FIT = {"particles": 1_000, "rounds": 2}
+SMOKE_KEYS: dict[str, dict[str, Any]] = {
+    "dualquery": {"samples": 20, "rounds": 4, "fit": SMOKE_FIT},
+    "dqrs": {"samples": 20, "rounds": 4, "fit": SMOKE_FIT},
+    "fem": {"samples": 3, "rounds": 3, "workers": 1, "fit": SMOKE_FIT},
+    "sepfem": {"samples": 3, "rounds": 3, "workers": 1, "fit": SMOKE_FIT},
+    "mwem-particles": {"rounds": 3},
+}
+"""Keys that smoke runs give (tiny sizes); full runs give none: every mechanism runs with its registry defaults."""
 
 
 # ---------------------------------------------------------------------- data
@@ -130,61 +137,52 @@ def load_kdd_proxy(n: int = 48_842, seed: int = 0) -> Dataset:
     return Dataset.from_codes(domain, np.stack([values for values, _ in columns.values()], axis=1))
 
 
-# ---------------------------------------------------------------------- public quantities and rules
+# ---------------------------------------------------------------------- plans from the registry
 @dataclass(frozen=True, kw_only=True)
 class Public(PublicQuantities):
-    """Everything a rule may look at (no private value), and whether this is a smoke run (tiny sizes)."""
+    """Everything a plan rule may look at (no private value), and whether this is a smoke run (tiny sizes)."""
 
     smoke: bool = False
 
 
-def rule_dualquery(public: Public) -> DualQueryConfig:
-    """η = 0.5, s = 200, T calibrated in tight mode (capped at 400), CP-SAT limit ≈ 40 s / T."""
-    eta, samples = (0.5, 200) if not public.smoke else (0.5, 20)
-    rounds = calibrate_rounds("dualquery", epsilon=public.epsilon, delta=public.delta, eta=eta, samples=samples,
-                              n=public.n, mode="tight")
-    rounds = min(rounds, 400 if not public.smoke else 4)
-    limit = max(0.1, min(1.0, 40.0 / rounds))
-    oracle = OracleConfig(time_limit=limit, local_time_limit=min(0.5, limit / 2), num_workers=2)
-    return DualQueryConfig(eta=eta, samples=samples, rounds=rounds, delta=public.delta, oracle=oracle,
-                           track_error=False)
+def mechanism_names() -> list[str]:
+    """The registry's mechanisms, selectors left out, in :data:`RUN_ORDER` (new ones after)."""
+    names = [name for name in MECHANISMS if name not in SELECTORS]
+    return sorted(names, key=lambda name: RUN_ORDER.index(name) if name in RUN_ORDER else len(RUN_ORDER))
 
 
-def rule_dqrs(public: Public) -> DQRSConfig:
-    """DQRS with DualQuery's η and s, T calibrated with DQRS's own events (top-up reserve 0.25)."""
-    eta, samples = (0.5, 200) if not public.smoke else (0.5, 20)
-    rounds = calibrate_rounds("dqrs", epsilon=public.epsilon, delta=public.delta, eta=eta, samples=samples,
-                              n=public.n, mode="tight", topup_fraction=0.25)
-    rounds = min(rounds, 400 if not public.smoke else 4)
-    limit = max(0.1, min(1.0, 40.0 / rounds))
-    oracle = OracleConfig(time_limit=limit, local_time_limit=min(0.5, limit / 2), num_workers=2)
-    return DQRSConfig(eta=eta, samples=samples, rounds=rounds, delta=public.delta, oracle=oracle,
-                      track_error=False)
+def mechanism_keys(name: str, *, smoke: bool, **overrides: Any) -> Any:
+    """The registry's keys model of ``name``: its defaults, :data:`SMOKE_KEYS` in smoke runs, then ``overrides``."""
+    given = {**(SMOKE_KEYS.get(name, {}) if smoke else {}), **overrides}
+    return MECHANISMS[name].keys.model_validate({"name": name, **given})
 
 
-# FEM, sepFEM, MWEM and MWEM on particles use the pipeline's default rules (dq_engine/defaults.py, where each
-# constant is explained); the benchmark only shrinks them in smoke runs and runs the oracle calls on 2 processes.
-def rule_fem(public: Public) -> FEMConfig:
-    """:func:`dq_engine.defaults.fem_config` (T = 3 and s = 3 in smoke runs), 2 oracle processes."""
-    smoke = 3 if public.smoke else None
-    return fem_config(public, rounds=smoke, samples=smoke, workers=1 if public.smoke else 2, track_error=False)
+def plan(name: str, public: Public, **overrides: Any) -> ReleasePlan:
+    """The registry's plan of ``name`` for these public quantities (tight accounting, seeded oracles)."""
+    base = PublicQuantities(n=public.n, epsilon=public.epsilon, delta=public.delta, domain=public.domain,
+                            n_queries=public.n_queries, n_marginals=public.n_marginals)
+    inputs = PlanInputs(public=base, mode="tight", deterministic=True)
+    return plan_mechanism(mechanism_keys(name, smoke=public.smoke, **overrides), inputs)
 
 
-def rule_sepfem(public: Public) -> SepFEMConfig:
-    """:func:`dq_engine.defaults.sepfem_config` (T = 3 and s = 3 in smoke runs), 2 oracle processes."""
-    smoke = 3 if public.smoke else None
-    return sepfem_config(public, rounds=smoke, samples=smoke, workers=1 if public.smoke else 2, track_error=False)
+def rule_dualquery(public: Public):
+    """DualQuery's raw-records config as the registry plans it (table fit off): for scripts that call the engine.
+
+    ``bench/smartnoise_compare.py`` runs ``dq_engine.dualquery`` itself on this config, so it gets the paper's
+    algorithm with the registry's parameter rule at the whole target (no budget set aside for a fit it would not
+    run).
+    """
+    return plan("dualquery", public, fit={"enabled": False}).engine_config
 
 
-def rule_mwem(public: Public) -> MWEMConfig:
-    """:func:`dq_engine.defaults.mwem_config`: MWEM as published, T = 15, 10 history replays per round."""
-    return mwem_config(public, track_error=False)
-
-
-def rule_mwem_particles(public: Public) -> MWEMConfig:
-    """:func:`dq_engine.defaults.mwem_particles_config` (T = 3 and 2,000 particles in smoke runs)."""
-    return mwem_particles_config(public, rounds=3 if public.smoke else None,
-                                 support_size=2_000 if public.smoke else None, track_error=False)
+def run_planned(planned: ReleasePlan, data: Dataset, workload: Workload,
+                rng: np.random.Generator) -> tuple[np.ndarray, SynthesisResult, str]:
+    """Run a registry plan; the synthetic distribution's answers on the workload, the result and a note."""
+    name = planned.mechanism
+    result = run_mechanism(planned, RunInputs(data=data, workload=workload, rng=rng))
+    if name == "randomized_response":
+        return estimate_answers(result, workload, proper=True), result, "proper estimator (seed 003 eq. 14)"
+    return MarginalIndex(workload).answers(result.records, result.weights), result, ""
 
 
 # ---------------------------------------------------------------------- running
@@ -208,34 +206,10 @@ class Row:
     note: str = ""
     load_1min: float | None = None
     """1-minute load average when the run started (other processes share the 2 cores)."""
+    plan_seconds: float | None = None
+    """Seconds of the registry's plan (``seconds`` is the run alone)."""
 
 
-Runner = Callable[[Dataset, Workload, Public, np.random.Generator], tuple[np.ndarray, SynthesisResult | None, str]]
-
-
-def _synthetic(run: Callable, rule: Callable) -> Runner:
-    def runner(data, workload, public, rng):
-        config = rule(public)
-        result = run(data, workload, config, rng=rng)
-        return MarginalIndex(workload).answers(result.records, result.weights), result, ""
-
-    return runner
-
-
-def _randomized_response(data, workload, public, rng):
-    result = randomized_response(data, RandomizedResponseConfig(epsilon=public.epsilon, delta=public.delta), rng=rng)
-    return estimate_answers(result, workload, proper=True), result, "proper estimator (seed 003 eq. 14)"
-
-
-MECHANISMS: dict[str, Runner] = {
-    "dualquery": _synthetic(dualquery, rule_dualquery),
-    "dqrs": _synthetic(dqrs, rule_dqrs),
-    "fem": _synthetic(fem, rule_fem),
-    "sepfem": _synthetic(sepfem, rule_sepfem),
-    "mwem": _synthetic(mwem, rule_mwem),
-    "mwem-particles": _synthetic(mwem, rule_mwem_particles),
-    "randomized-response": _randomized_response,
-}
 BASELINES = ("zeros", "uniform", "laplace-per-marginal", "gaussian-per-marginal")
 
 
@@ -294,7 +268,7 @@ def _row_from_csv(record: dict[str, str]) -> Row:
         record["dataset"], record["mechanism"], float(record["epsilon"]), float(record["delta"]), record["status"],
         number("max_error"), number("mean_error"), float(record["seconds"]), number("tight_epsilon"),
         number("paper_epsilon"), number("paper_delta"), number("records", int), record["parameters"],
-        record.get("note", ""), number("load_1min"),
+        record.get("note", ""), number("load_1min"), number("plan_seconds"),
     )
 
 
@@ -334,9 +308,12 @@ def run_benchmark(dataset: str, smoke: bool, epsilons: tuple[float, ...], mechan
             load = os.getloadavg()[0]
             began = time.perf_counter()
             try:
-                rng = _seed(e_index, 100 + list(MECHANISMS).index(name))
-                answers, result, note = MECHANISMS[name](data, workload, public, rng)
-            except UniverseTooLargeError as refusal:
+                planned = plan(name, public)
+                plan_seconds = time.perf_counter() - began
+                began = time.perf_counter()
+                rng = _seed(e_index, 100 + _seed_offset(name))
+                answers, result, note = run_planned(planned, data, workload, rng)
+            except (DQEngineError, ConfigInvalidError) as refusal:  # the plan refuses (e.g. MWEM's universe limit)
                 keep(Row(dataset, name, epsilon, delta, "refused", None, None, time.perf_counter() - began,
                          None, None, None, None, "{}", str(refusal), load))
                 print(f"eps={epsilon:<5} {name:<22} refused: {refusal}", flush=True)
@@ -349,14 +326,23 @@ def run_benchmark(dataset: str, smoke: bool, epsilons: tuple[float, ...], mechan
             seconds = time.perf_counter() - began
             error = np.abs(answers - truth)
             status = "ok" if seconds <= TIME_BUDGET else "over-time"
+            tight, paper = planned.costs["tight"], planned.costs["paper"]
+            parameters = {k: v for k, v in planned.parameters.items() if k != "oracle"}
             keep(Row(
                 dataset, name, epsilon, delta, status, float(error.max()), float(error.mean()), seconds,
-                result.costs["tight"].epsilon, result.costs["paper"].epsilon, result.costs["paper"].delta,
-                int(result.records.shape[0]), json.dumps(result.parameters, default=str), note, load,
+                tight.epsilon, paper.epsilon, paper.delta, int(result.records.shape[0]),
+                json.dumps(parameters, default=str), note, load, plan_seconds,
             ))
             print(f"eps={epsilon:<5} {name:<22} max={error.max():.4f} mean={error.mean():.6f} {seconds:6.1f}s "
-                  f"tight={result.costs['tight'].epsilon:.4f} load={load:.2f}", flush=True)
+                  f"tight={tight.epsilon:.4f} load={load:.2f}", flush=True)
     return rows
+
+
+def _seed_offset(name: str) -> int:
+    """A mechanism's place in :data:`RUN_ORDER` (mechanisms added later come after it, in registry order)."""
+    if name in RUN_ORDER:
+        return RUN_ORDER.index(name)
+    return len(RUN_ORDER) + [m for m in MECHANISMS if m not in RUN_ORDER].index(name)
 
 
 def epsilon_index(epsilon: float) -> int:
@@ -469,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: 6-attribute slice, 8 marginals, ε = 1")
     parser.add_argument("--dataset", choices=("adult", "kdd-proxy"), default="adult")
     parser.add_argument("--epsilons", type=float, nargs="+", default=None)
-    parser.add_argument("--mechanisms", nargs="+", choices=list(MECHANISMS), default=list(MECHANISMS))
+    parser.add_argument("--mechanisms", nargs="+", choices=mechanism_names(), default=mechanism_names())
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "bench" / "results" / "mechanisms.csv")
     parser.add_argument("--plot", type=pathlib.Path, default=None, help="PNG path (default: beside the CSV)")
     parser.add_argument("--resume", action="store_true", help="keep the CSV's rows and run only the missing ones")

@@ -21,7 +21,7 @@ def test_mechanisms_benchmark_smoke_run_writes_a_row_per_mechanism_and_a_plot(tm
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     rows = list(csv.DictReader(out.open()))
     mechanisms = {row["mechanism"] for row in rows}
-    assert {"zeros", "uniform", "fem", "sepfem", "mwem", "mwem-particles", "randomized-response"} <= mechanisms
+    assert {"zeros", "uniform", "fem", "sepfem", "mwem", "mwem-particles", "randomized_response"} <= mechanisms
     assert {"dualquery", "dqrs"} <= mechanisms
     for row in rows:
         assert row["status"] in ("ok", "refused"), row
