@@ -9,7 +9,8 @@ Shapes: the shipped Adult example (examples/adult: its schema and its data, 48,8
 42 columns, 494,021 rows) and a "German credit"-like synthetic table (1,000 rows, 21 columns of German credit's
 sizes, each column correlated with the previous one). Workload: the release default (all 1-way and 2-way
 marginals, 64 random 3-way ones). Mechanisms through the registry with their default keys at delta = 1e-9:
-MWEM on particles, DualQuery with its table fit (the default) and DualQuery's raw records (fit disabled).
+MWEM on particles, DualQuery with its table fit (the default) and DualQuery's raw records (fit disabled; on the
+German shape also with s = 300, the issue's case).
 
 For every run the published rows (n of them, drawn from the synthetic distribution as the release does) are
 evaluated with dq_engine.fidelity, and the forecast's formulas are evaluated with every calibrated constant set
@@ -48,14 +49,16 @@ GERMAN_SIZES = (4, 10, 5, 10, 10, 5, 5, 4, 4, 3, 4, 4, 10, 3, 3, 4, 4, 2, 2, 2, 
 """Column sizes of a German-credit-like table (its 21 columns; numeric ones in 10 buckets)."""
 
 RUNS = (
-    ("german", (1.0, 0.1), ("mwem-particles", "dualquery", "dualquery-raw")),
+    ("german", (1.0, 0.1), ("mwem-particles", "dualquery", "dualquery-raw", "dualquery-raw-s300")),
     ("adult-5000", (1.0,), ("mwem-particles", "dualquery")),
     ("adult", (1.0, 0.1), ("mwem-particles", "dualquery", "dualquery-raw")),
     ("adult-pgm", (1.0,), ("mwem-particles",)),
     ("kdd99", (1.0,), ("mwem-particles",)),
 )
 KEYS = {"mwem-particles": ("mwem-particles", {}), "dualquery": ("dualquery", {}),
-        "dualquery-raw": ("dualquery", {"fit": {"enabled": False}})}
+        "dualquery-raw": ("dualquery", {"fit": {"enabled": False}}),
+        "dualquery-raw-s300": ("dualquery", {"samples": 300, "fit": {"enabled": False}})}
+"""Variants: ``dualquery-raw-s300`` is the issue's German-credit case (the examples' s = 300: T = 7 at epsilon 1)."""
 
 
 def adult_shipped() -> Dataset:
@@ -145,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the calibration runs and append their rows to the CSV."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="shapes to run (default: all)")
+    parser.add_argument("--variants", nargs="*", help="mechanism variants to run (default: each shape's)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "forecast_calibration.csv")
     args = parser.parse_args(argv)
@@ -158,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         truth = answer_workload(data, workload)
         for epsilon in epsilons:
             for variant in variants:
+                if args.variants and variant not in args.variants:
+                    continue
                 row = run_one(shape_name, data, workload, truth, epsilon, variant, args.seed)
                 print(json.dumps(row), flush=True)
                 new = not args.out.exists()

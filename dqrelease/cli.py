@@ -303,7 +303,9 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
             f"release {loaded.name}: n is private (add/remove neighbours). The run first charges "
             f"a Laplace count (epsilon={loaded.privacy.n_epsilon}, delta={loaded.privacy.delta / 2:.3g}), then "
             f"plans {loaded.mechanism.name} within epsilon={epsilon}, delta={delta:.3g} using the count's "
-            "lower bound; the number of rounds is known only after the count.", markup=False, highlight=False,
+            "lower bound; the number of rounds and the utility forecast are known only after the count (a release "
+            "forecast to be no better than zeros or uniform is refused then, before its own charge, unless "
+            "--accept-low-utility).", markup=False, highlight=False,
         )
         return
     out.print(f"release {loaded.name}: {domain.n_bits} binary attributes from {len(domain)} columns, "
