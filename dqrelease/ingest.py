@@ -60,6 +60,8 @@ def ingest_source(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: 
             with the configured options (the message never quotes the data).
     """
     check_source_files(source)
+    if source.format != "duckdb":
+        _check_not_empty(source)
     run_script(con, "macros")
     try:
         if source.format == "transactions":
@@ -166,10 +168,26 @@ def check_source_files(source: SourceConfig) -> None:
             )
         found = glob.glob(text) if glob.has_magic(text) else ([text] if Path(text).is_file() else [])
         if not found:
+            what = f"source file {path} does not exist"
+            if glob.has_magic(text):
+                what = f"no file matches source path {path}"
             raise ConfigInvalidError(
-                f"source file {path} does not exist; fix source.paths in the release config "
+                f"{what}; fix source.paths in the release config "
                 "(relative paths are resolved against the config file's directory)"
             )
+
+
+def _check_not_empty(source: SourceConfig) -> None:
+    """Refuse a source file of 0 bytes by name (DuckDB would report it as a file without the schema's columns)."""
+    for path in source.paths:
+        text = str(path)
+        for name in sorted(glob.glob(text)) if glob.has_magic(text) else [text]:
+            if Path(name).stat().st_size == 0:
+                raise ValidationFailedError(
+                    f"source file {Path(name).name} is empty (0 bytes); export the table again or remove the file "
+                    "from source.paths",
+                    [{"expectation": "source_is_readable", "column": "(table)", "unexpected_count": "1"}],
+                )
 
 
 def _check_unique_header(source: SourceConfig, schema: Schema) -> None:
@@ -223,10 +241,20 @@ def _guard_read(action: Callable[[], None], source: SourceConfig) -> None:
         ) from None
     except duckdb.Error as error:
         raise ValidationFailedError(
-            f"the source files could not be read as {source.format} ({type(error).__name__}); check the format "
-            "options in [source] (header, column_names, delimiter, comment, gzip) and the files",
+            f"the source files could not be read as {source.format} ({type(error).__name__}); "
+            f"{_READ_FIXES[source.format]}",
             [{"expectation": "source_is_readable", "column": "(table)", "unexpected_count": "1"}],
         ) from None
+
+
+_READ_FIXES = {
+    "csv": "check the format options in [source] (header, column_names, delimiter, comment, gzip), that the files "
+    "are UTF-8 and that every row has the header's number of fields",
+    "parquet": "check that every file is a complete Parquet file (export it again if it was cut short)",
+    "duckdb": "check that source.database is a DuckDB database file that this DuckDB version can open",
+    "transactions": "check the format options in [source] (comment, gzip) and that the files are UTF-8 text",
+}
+"""What to check when DuckDB cannot read the source, by format (the error itself may quote data: never shown)."""
 
 
 def _names(names: list[str]) -> str:

@@ -99,6 +99,8 @@ def _message(error: dict[str, Any], raw: Any, where: str) -> str:
     if kind == "union_tag_invalid" or kind == "union_tag_not_found":
         return f"{where}: {error['msg']}"
     message = error["msg"].removeprefix("Value error, ")
+    if where.startswith("column ") and message.startswith(where.split(":")[0] + ": "):
+        message = message[len(where.split(":")[0]) + 2:]  # the model's own "column 'x': " prefix, said once
     value = error.get("input")
     shown = f" (got {value!r})" if isinstance(value, int | float | str | bool) and len(repr(value)) <= 40 else ""
     return f"{where}: {message}{shown}"

@@ -11,5 +11,5 @@ from tests.robustness.abuse_harness import Workspace, make_workspace
 
 @pytest.fixture()
 def ws(tmp_path: Path) -> Workspace:
-    """The standard workspace (schema, 48-row table with canaries, seeded MWEM config) in a temporary folder."""
+    """The standard workspace (schema, 1,000-row table with canaries, seeded MWEM config) in a temporary folder."""
     return make_workspace(tmp_path / "ws")

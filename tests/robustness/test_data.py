@@ -219,14 +219,15 @@ READ_FAILURE = r"could not be read|cannot be read|not a valid|corrupt|unreadable
 FORMAT_FIX = r"check|fix|re-?export|replace"
 
 REFUSALS = [
-    pytest.param(empty_file, r"empty|no column|no header|could not be read", r"fix|check", id="empty-file"),
+    pytest.param(empty_file, r"data\.csv is empty", r"export the table again", id="empty-file"),
     pytest.param(header_only, r"row.count|no records|privacy\.n", r"privacy\.n|fix", id="header-only"),
     pytest.param(ragged_row_extra_field, READ_FAILURE, FORMAT_FIX, id="ragged-row-extra-field"),
     pytest.param(ragged_row_missing_field, READ_FAILURE, FORMAT_FIX, id="ragged-row-missing-field"),
     pytest.param(bad_encoding, READ_FAILURE + r"|UTF-8|encoding", FORMAT_FIX + r"|UTF-8", id="bad-encoding"),
     pytest.param(truncated_gzip, READ_FAILURE + r"|gzip", FORMAT_FIX, id="truncated-gzip"),
-    pytest.param(corrupt_parquet, READ_FAILURE + r"|parquet", FORMAT_FIX, id="corrupt-parquet"),
-    pytest.param(truncated_parquet, READ_FAILURE + r"|parquet", FORMAT_FIX, id="truncated-parquet"),
+    pytest.param(corrupt_parquet, r"could not be read as parquet", r"complete Parquet file", id="corrupt-parquet"),
+    pytest.param(truncated_parquet, r"could not be read as parquet", r"complete Parquet file",
+                 id="truncated-parquet"),
     pytest.param(binary_junk, READ_FAILURE + r"|no column", FORMAT_FIX, id="binary-junk-as-csv"),
     pytest.param(wrong_delimiter, r"no column 'city'", r"delimiter|header|fix the schema", id="wrong-delimiter"),
     pytest.param(out_of_domain_values, r"'city'", r"fix the data or the schema", id="out-of-domain-values",
@@ -240,7 +241,7 @@ REFUSALS = [
     pytest.param(row_count_differs_from_n, r"row count", r"fix privacy\.n", id="row-count-differs-from-n"),
     pytest.param(undeclared_basket_items, r"basket items|'item'", r"declare the item|fix the data or the schema",
                  id="undeclared-basket-items", marks=COUNT_LEAK),
-    pytest.param(corrupt_duckdb_source, READ_FAILURE + r"|duckdb", FORMAT_FIX + r"|source\.database",
+    pytest.param(corrupt_duckdb_source, r"could not be read as duckdb", r"source\.database is a DuckDB database",
                  id="corrupt-duckdb-source"),
 ]
 
@@ -269,7 +270,8 @@ def glob_matches_nothing(ws: Workspace) -> None:
 
 @pytest.mark.parametrize(("setup", "problem", "fix"), [
     pytest.param(source_is_a_directory, r"folder\.csv.*directory", r"source\.paths", id="source-is-a-directory"),
-    pytest.param(glob_matches_nothing, r"exports/\*\.csv", r"source\.paths", id="glob-matches-nothing"),
+    pytest.param(glob_matches_nothing, r"no file matches source path .*exports/\*\.csv", r"source\.paths",
+                 id="glob-matches-nothing"),
 ])
 def test_missing_source_files_are_a_config_error(ws: Workspace, setup: Setup, problem: str, fix: str):
     setup(ws)

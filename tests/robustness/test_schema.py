@@ -95,7 +95,7 @@ SCHEMA_CASES = [
                  id="missing-value-not-declared"),
     pytest.param(_column("city", name=""), r"name", r"at least 1", id="empty-column-name"),
     # ------------------------------------------------------------------ huge domains
-    pytest.param(_wide_binary(30), r"2\^3\d", r"mwem-particles|dualquery", id="domain-too-large-for-mwem"),
+    pytest.param(_wide_binary(30), r"2\^3\d", r"mwem-particles|dualquery|coarsen", id="domain-too-large-for-mwem"),
 ]
 
 
