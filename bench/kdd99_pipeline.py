@@ -5,7 +5,8 @@ Data: ``kddcup99_10pct/kddcup.data_10_percent.gz`` in the shared data directory 
 ``random_queries`` (k = 3, count 2,000,000), mechanism DualQuery with the DualQuery paper's KDD99 settings
 η = 1.2, s = 1750, free attributes ``zero``, target (ε, δ) = (1, 10⁻³) in the chosen accounting (T from
 ``calibrate_rounds``), the oracle defaults of ``docs/oracle.md`` spelled out, the table fit off (this measures
-DualQuery's own scale: the paper's algorithm on 2M queries), a throw-away ledger and output directory. Secure (OS-entropy) seeding, as a real release.
+DualQuery's own scale: the paper's algorithm on 2M queries), a throw-away ledger and output directory. Secure
+(OS-entropy) seeding, as a real release.
 
 Measured: wall time of the ``dqrelease run`` process, its peak RSS and the peak RSS summed over its process
 tree (the temporary Prefect server included), sampled every 0.1 s with psutil, and per-task times parsed from

@@ -45,12 +45,36 @@ __all__ = [
     "basic_composition_epsilon",
     "compose",
     "em_rho_bounded_range",
+    "rounded_up",
+    "within_target",
     "zcdp_rho",
     "zcdp_to_approx_dp_simple",
 ]
 
 AccountingMode = Literal["paper", "tight"]
 ZcdpConversion = Literal["optimal", "simple"]
+
+
+# ---------------------------------------------------------------------- costs as charged
+def rounded_up(value: float | None) -> Fraction | None:
+    """A float cost as the exact amount the ledger records, rounded *up* to the next float above it.
+
+    The accounting computes costs in float64, where every operation rounds to nearest, so a computed ε or ρ can
+    sit below its exact value by half an ulp; the next representable value above is an upper bound on the
+    result of that last rounding. Zero stays zero.
+    """
+    if value is None:
+        return None
+    return Fraction(math.nextafter(value, math.inf)) if value > 0 else Fraction(0)
+
+
+def within_target(cost: float, target: float) -> bool:
+    """Whether a computed cost, rounded up as the ledger charges it (:func:`rounded_up`), is within ``target``.
+
+    Every calibration compares with this, not with ``cost <= target``: a plan calibrated exactly onto its target
+    would otherwise be charged one float step above it and refused by a cap equal to the target.
+    """
+    return rounded_up(cost) <= Fraction(target)
 
 
 # ---------------------------------------------------------------------- events

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dq_engine.accounting import AccountingMode, PrivacyEvent, PureDpEvent, ZCDPEvent, compose
+from dq_engine.accounting import AccountingMode, PrivacyEvent, PureDpEvent, ZCDPEvent, compose, within_target
 from dq_engine.errors import AccountingError
 from dq_engine.theorems import dqrs_events, dualquery_events
 
@@ -19,27 +19,32 @@ MAX_ROUNDS = 1_000_000
 
 
 def largest_admissible(cost: Callable[[int], float], target: float, *, minimum: int = 2) -> int:
-    """Largest integer ``T >= minimum`` with ``cost(T) <= target`` for a non-decreasing ``cost``.
+    """Largest integer ``T >= minimum`` whose ``cost(T)``, as charged, is within ``target`` (non-decreasing ``cost``).
+
+    "As charged": :func:`dq_engine.accounting.within_target` (the ledger rounds a float cost up).
 
     Raises:
         AccountingError: If even ``cost(minimum)`` exceeds the target.
     """
-    if cost(minimum) > target:
+    def fits(rounds: int) -> bool:
+        return within_target(cost(rounds), target)
+
+    if not fits(minimum):
         raise AccountingError(
             f"the target epsilon ({target}) is too small for even {minimum} rounds with these parameters; "
             "raise epsilon, lower eta or lower the number of samples"
         )
     low, high = minimum, minimum
-    while cost(high) <= target:
+    while fits(high):
         low, high = high, high * 2
         if high > MAX_ROUNDS:
-            if cost(MAX_ROUNDS) <= target:
+            if fits(MAX_ROUNDS):
                 return MAX_ROUNDS
             high = MAX_ROUNDS  # cost(low) <= target < cost(MAX_ROUNDS): bisect what lies between
             break
     while high - low > 1:
         middle = (low + high) // 2
-        if cost(middle) <= target:
+        if fits(middle):
             low = middle
         else:
             high = middle

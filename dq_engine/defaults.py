@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 
-from dq_engine.accounting import AccountingMode
+from dq_engine.accounting import AccountingMode, within_target
 from dq_engine.errors import AccountingError, ConfigError
 from dq_engine.fem import FEMConfig, calibrate_fem, fem_costs, fem_events
 from dq_engine.mwem import MWEMConfig, calibrate_mwem
@@ -106,7 +106,7 @@ def _game_budget(
     if rounds is not None and epsilon_0 is not None:
         if public.epsilon is not None:
             cost = fem_costs(fem_events(epsilon_0, rounds), public.delta)[mode].epsilon
-            if cost > public.epsilon:
+            if not within_target(cost, public.epsilon):
                 raise AccountingError(
                     f"{rounds} rounds at epsilon_0 = {epsilon_0:g} cost epsilon {cost:.4g} > the target "
                     f"{public.epsilon:.4g} ({mode} accounting); lower rounds or epsilon_0, or omit one of them"

@@ -67,7 +67,14 @@ from typing import Literal
 
 import numpy as np
 
-from dq_engine.accounting import AccountingMode, ComposedCost, ExponentialMechanismEvent, PrivacyEvent, compose
+from dq_engine.accounting import (
+    AccountingMode,
+    ComposedCost,
+    ExponentialMechanismEvent,
+    PrivacyEvent,
+    compose,
+    within_target,
+)
 from dq_engine.answers import answer_workload
 from dq_engine.calibration import largest_admissible
 from dq_engine.constraints import Constraints
@@ -200,15 +207,15 @@ def calibrate_fem(
     if rounds < 1:
         raise ConfigError(f"rounds ({rounds}) must be >= 1")
     low, high = 0.0, 1.0
-    while _fem_cost(high, rounds, delta, mode) <= epsilon:
+    while within_target(_fem_cost(high, rounds, delta, mode), epsilon):
         low, high = high, 2 * high
     for _ in range(60):
         middle = 0.5 * (low + high)
-        if _fem_cost(middle, rounds, delta, mode) <= epsilon:
+        if within_target(_fem_cost(middle, rounds, delta, mode), epsilon):
             low = middle
         else:
             high = middle
-    if not low > 0 or _fem_cost(low, rounds, delta, mode) > epsilon:
+    if not low > 0 or not within_target(_fem_cost(low, rounds, delta, mode), epsilon):
         raise AccountingError(f"no epsilon_0 > 0 fits {rounds} rounds in epsilon={epsilon}; use fewer rounds")
     return low, int(rounds)
 

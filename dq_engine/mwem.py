@@ -68,6 +68,7 @@ from dq_engine.accounting import (
     ZCDPEvent,
     basic_composition_epsilon,
     compose,
+    within_target,
 )
 from dq_engine.answers import answer_workload
 from dq_engine.constraints import Constraints
@@ -298,15 +299,15 @@ def calibrate_mwem(
         return mwem_costs(mwem_events(config), delta)[mode].epsilon
 
     low, high = 0.0, float(epsilon) if linear_in_epsilon else 1.0
-    while cost(high) <= epsilon:
+    while within_target(cost(high), epsilon):
         low, high = high, 2 * high
     for _ in range(60):
         middle = 0.5 * (low + high)
-        if cost(middle) <= epsilon:
+        if within_target(cost(middle), epsilon):
             low = middle
         else:
             high = middle
-    if not low > 0 or cost(low) > epsilon:
+    if not low > 0 or not within_target(cost(low), epsilon):
         raise AccountingError(f"no positive MWEM budget fits epsilon={epsilon} with {rounds} rounds")
     return budgets(low)
 
@@ -519,6 +520,7 @@ def mwem(
     constraints: Constraints | None = None,
     seeds: np.ndarray | None = None,
     seed_weights: np.ndarray | None = None,
+    public_n: int | None = None,
 ) -> SynthesisResult:
     """Run MWEM and return the final (or average) distribution as weighted records.
 
@@ -533,6 +535,10 @@ def mwem(
             ``seed_weights``, uniform if None), e.g. another synthesizer's output. They must be feasible under
             ``constraints``; they are public here (already released by a charged mechanism).
         seed_weights: Non-negative weights of ``seeds``.
+        public_n: The public ``n`` the sensitivities and the measured fractions use (default ``data.n``, which is
+            public under replace-one neighbours). Under add/remove neighbours pass the plan's lower bound on ``n``
+            (a noisy count's): selections then use sensitivity ``1/public_n >= 1/min(n, n')`` and measured counts
+            are divided by it, so the private ``n`` is never used.
 
     Raises:
         UniverseTooLargeError: With ``support="universe"``, if the universe has more than
@@ -558,6 +564,7 @@ def mwem(
             _replace_with_seeds(particles, seeds, seed_weights, config.seed_fraction, rng)
         distribution = ParticleDistribution(particles, priors, index, rng, constraints=constraints)
     true_answers = answer_workload(data, workload)
+    n = data.n if public_n is None else int(public_n)
     starts = workload.marginal_starts
     sizes_queried = np.diff(starts)
     history: list[_Measurement] = []
@@ -572,7 +579,7 @@ def mwem(
     estimates = _answers(distribution, index)
     for t in range(1, config.rounds + 1):
         began = time.perf_counter()
-        chosen, _ = select_signed_query(true_answers, estimates, epsilon=config.select_epsilon, n=data.n, rng=rng)
+        chosen, _ = select_signed_query(true_answers, estimates, epsilon=config.select_epsilon, n=n, rng=rng)
         m = int(workload.query_marginal[chosen])
         if config.measure == "query":
             positions = np.array([chosen])
@@ -581,8 +588,8 @@ def mwem(
             positions = np.arange(starts[m], starts[m + 1])
             l1, l2 = float(min(2, sizes_queried[m])), math.sqrt(min(2, sizes_queried[m]))
         budget = config.measure_epsilon if config.measure_noise == "laplace" else config.measure_rho
-        true_counts = np.rint(true_answers[positions] * data.n)  # q(D)·n: the integer counts (n public)
-        noisy = _noisy_counts(config.measure_noise, true_counts, l1=l1, l2=l2, budget=budget, rng=rng) / data.n
+        true_counts = np.rint(true_answers[positions] * data.n)  # q(D)·n: the integer counts
+        noisy = _noisy_counts(config.measure_noise, true_counts, l1=l1, l2=l2, budget=budget, rng=rng) / n
         measurement = _Measurement(m, index.query_cells[m][positions - starts[m]], noisy)
         history.append(measurement)
         apply(measurement)
@@ -639,6 +646,6 @@ def mwem(
         },
         events=tuple(events),
         costs=mwem_costs(events, config.delta),
-        n=data.n,
+        n=n,
         diagnostics=tuple(diagnostics),
     )

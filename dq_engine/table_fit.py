@@ -88,6 +88,7 @@ def fit_table(
     rng: np.random.Generator,
     constraints: Constraints | None = None,
     progress: Callable[[RoundDiagnostics], None] | None = None,
+    public_n: int | None = None,
 ) -> SynthesisResult:
     """Fit the mechanism's records to noisy marginals of ``data`` (see the module docstring).
 
@@ -99,6 +100,8 @@ def fit_table(
         rng: Generator for the fit's draws.
         constraints: Public rules: particles stay feasible.
         progress: Called after every fit round, numbered after the mechanism's rounds.
+        public_n: The public ``n`` of the plan (a noisy count's lower bound under add/remove neighbours; default
+            ``data.n``, public under replace-one), see :func:`dq_engine.mwem.mwem`.
 
     Returns:
         The fitted distribution as weighted records, with the mechanism's and the fit's events and their
@@ -119,7 +122,7 @@ def fit_table(
 
     fitted = mwem(
         data, fit_workload(workload), config, rng=rng, progress=forward, constraints=constraints, seeds=result.records,
-        seed_weights=result.weights,
+        seed_weights=result.weights, public_n=public_n,
     )
     events = [*result.events, *fitted.events]
     shifted = tuple(dataclasses.replace(d, round=offset + d.round) for d in fitted.diagnostics)

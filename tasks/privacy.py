@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Any
 
@@ -10,6 +9,7 @@ import numpy as np
 from prefect import get_run_logger, task
 
 from dq_engine import Dataset, Workload, ZCDPEvent
+from dq_engine.accounting import rounded_up
 from dqrelease.config import ReleaseConfig, config_hash
 from dqrelease.discretize import domain_from_schema
 from dqrelease.errors import UnchargedRunError
@@ -46,18 +46,6 @@ def plan_privacy(config: ReleaseConfig, n: int, workload: Workload) -> ReleasePl
         plan.mechanism, plan.mode, plan.charged.epsilon, plan.charged.delta, plan.parameters.get("rounds"),
     )
     return plan
-
-
-def rounded_up(value: float | None) -> Fraction | None:
-    """A float cost as the exact amount the ledger records, rounded *up* to the next float above it.
-
-    The accounting computes costs in float64, where every operation rounds to nearest, so a computed ε or ρ can
-    sit below its exact value by half an ulp; the next representable value above is an upper bound on the
-    result of that last rounding. Zero stays zero.
-    """
-    if value is None:
-        return None
-    return Fraction(math.nextafter(value, math.inf)) if value > 0 else Fraction(0)
 
 
 def ledger_amounts(plan: ReleasePlan) -> tuple[Fraction, Fraction, Fraction | None]:

@@ -137,7 +137,7 @@ def _default_samples(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs, topup: 
 
 
 def _plan(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs) -> ReleasePlan:
-    from dq_engine.accounting import compose
+    from dq_engine.accounting import compose, within_target
     from dq_engine.calibration import calibrate_rounds, mechanism_events
     from dq_engine.dqrs import DQRSConfig
     from dq_engine.dualquery import DualQueryConfig
@@ -161,7 +161,7 @@ def _plan(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs) -> ReleasePlan:
     if keys.rounds is not None:
         rounds = keys.rounds
         cost = total(rounds)[mode].epsilon
-        if public.epsilon is not None and cost > public.epsilon:
+        if public.epsilon is not None and not within_target(cost, public.epsilon):
             raise AccountingError(
                 f"mechanism.rounds = {rounds} costs epsilon {cost:.4g} > the mechanism's budget "
                 f"{public.epsilon:.4g} ({mode} accounting); lower rounds or omit it"

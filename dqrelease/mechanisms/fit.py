@@ -89,6 +89,7 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
         ConfigError: Without a target ε (the fit's budget is a share of it).
         AccountingError: If no mechanism budget fits next to the fit.
     """
+    from dq_engine.accounting import within_target
     from dq_engine.errors import AccountingError, ConfigError
     from dq_engine.table_fit import combined_costs, fit_events
 
@@ -105,7 +106,7 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
         except AccountingError:
             return "too small"  # not even the smallest run of the mechanism fits this budget
         costs = combined_costs([*inner.events, *extra], public.delta)
-        return inner if costs[mode].epsilon <= public.epsilon else "too large"
+        return inner if within_target(costs[mode].epsilon, public.epsilon) else "too large"
 
     # the mechanism's own target: too small (its rule refuses), feasible, too large (with the fit over the
     # target), in that order as it grows; bisection keeps the largest feasible one
@@ -149,5 +150,5 @@ def run_fit(plan: ReleasePlan, inputs: RunInputs, result: Any) -> Any:
 
     return fit_table(
         inputs.data, inputs.workload, result, plan.fit, rng=inputs.rng, constraints=inputs.constraints,
-        progress=inputs.progress,
+        progress=inputs.progress, public_n=plan.n,
     )

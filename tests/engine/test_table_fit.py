@@ -8,12 +8,13 @@ table must get both right. Tolerances are stated per assertion; every run is see
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from dq_engine import Dataset, Domain, DualQueryConfig, dualquery, make_rng, marginal_queries, random_queries
-from dq_engine.accounting import compose
+from dq_engine.accounting import compose, rounded_up
 from dq_engine.defaults import mwem_particles_config
 from dq_engine.errors import ConfigError
 from dq_engine.mwem import MWEMConfig, mwem
@@ -94,6 +95,8 @@ def test_fitted_plan_charges_mechanism_and_fit_events_composed_within_the_target
             assert plan.fit is not None
             recomputed = combined_costs(list(plan.events), 1e-9)[mode]
             assert recomputed.epsilon == plan.charged.epsilon <= epsilon
+            # as the ledger charges it (rounded up one float step) it still fits a cap equal to the target
+            assert rounded_up(plan.charged.epsilon) <= Fraction(epsilon)
             # the fit's own events are part of the charge
             fit_only = compose(fit_events(plan.fit), mode="tight", delta=1e-9)
             assert 0 < fit_only.rho < recomputed.rho

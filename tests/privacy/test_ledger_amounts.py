@@ -8,9 +8,10 @@ from fractions import Fraction
 import numpy as np
 
 from dq_engine import Dataset, Domain, ExponentialMechanismEvent, PureDpEvent, ZCDPEvent, make_rng
+from dq_engine.accounting import rounded_up
 from dq_engine.mwem import mwem_costs
 from dqrelease.mechanisms import ReleasePlan
-from dqrelease.tasks.privacy import ledger_amounts, rounded_up
+from dqrelease.tasks.privacy import ledger_amounts
 
 
 def _plan(events: list, mode: str = "tight", delta: float = 1e-6) -> ReleasePlan:
