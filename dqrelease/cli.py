@@ -169,10 +169,10 @@ def _check_before_run(config: Path, dask: str | None, *, accept_low_utility: boo
     A plan whose utility forecast is no better than publishing zeros or uniform data is refused too (exit 2,
     nothing read or charged) unless ``accept_low_utility``.
     """
-    from dqrelease.cluster import local_worker_count
-    from dqrelease.ingest import check_source_files
-
     loaded, schema = _load(config)
+    from dqrelease.cluster import local_worker_count
+    from dqrelease.ingest import check_source_files  # imports DuckDB and Arrow: only for a valid config
+
     check_source_files(loaded.source)
     _, workload, planned = _plan_public(loaded, schema)
     if planned is not None and not accept_low_utility:
