@@ -143,6 +143,8 @@ class Setting:
     name: str
     load: Callable[[bool], Loaded]
     mechanisms: tuple[str, ...] | None = None
+    peer_rows_from: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Peers that read no workload (MST), by name: the setting (same data) whose run's rows they are scored on."""
 
 
 def _release_dataset(config_path: Path, *, smoke: bool) -> Loaded:
@@ -213,7 +215,8 @@ SETTINGS: dict[str, Setting] = {
     "adult": Setting(name="adult", load=lambda smoke: _release_dataset(ROOT / "examples/adult/release.toml",
                                                                         smoke=smoke)),
     "adult-pgm": Setting(name="adult-pgm", load=_adult_pgm("default")),
-    "adult-pgm-64": Setting(name="adult-pgm-64", load=_adult_pgm("64"), mechanisms=("dualquery", "dqrs", "mst")),
+    "adult-pgm-64": Setting(name="adult-pgm-64", load=_adult_pgm("64"), mechanisms=("dualquery", "dqrs", "mst"),
+                            peer_rows_from={"mst": "adult-pgm"}),
     "kdd99": Setting(name="kdd99", load=lambda smoke: _release_dataset(ROOT / "examples/kdd99/release.toml",
                                                                         smoke=smoke)),
 }
@@ -377,12 +380,37 @@ def run_peer(name: str, setting: str, loaded: Loaded, reference: FidelityReferen
         timings = json.loads(out.with_suffix(".json").read_text())
         with np.load(out) as archive:
             codes = archive["codes"]
+    kept = peer_rows_path(setting, name, epsilon, seed, smoke=smoke)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(kept, codes=codes.astype(np.int32))
     return {
         "status": "ok", **published_figures(reference, codes, loaded.constraints), "seconds": timings["seconds"],
         "process_seconds": process_seconds, **common,
         "parameters": json.dumps({"opendp": timings["opendp"], "rho_asked": timings["rho_asked"],
                                   "fit_seconds": timings["fit_seconds"], "sample_seconds": timings["sample_seconds"],
                                   "queries": len(queries) if name == "aim" else "own 2-way selection"}),
+    }
+
+
+def peer_rows_path(setting: str, name: str, epsilon: float, seed: int, *, smoke: bool) -> Path:
+    """Where a peer run's synthetic codes are kept (bench/results/tmp, git-ignored)."""
+    return TMP / "peer-rows" / f"{setting}{'-smoke' if smoke else ''}-{name}-eps{epsilon:g}-seed{seed}.npz"
+
+
+def reuse_peer(name: str, source: str, loaded: Loaded, reference: FidelityReference, epsilon: float, seed: int,
+               *, out: Path, smoke: bool) -> dict[str, Any]:
+    """Score the rows of ``source``'s run of a peer that reads no workload (same data, ε and seed) on this workload.
+
+    Its time and budget are that run's (it is the same run).
+    """
+    with np.load(peer_rows_path(source, name, epsilon, seed, smoke=smoke)) as archive:
+        codes = archive["codes"]
+    [origin] = [row for row in read_rows(out) if _key(row) == (source, name, round(epsilon, 9), seed)]
+    return {
+        "status": "ok", **published_figures(reference, codes, loaded.constraints),
+        **{field: origin[field] for field in ("seconds", "process_seconds", "rho", "charged_epsilon", "load_1min",
+                                              "parameters")},
+        "note": f"the rows of the {source} run with this eps and seed ({name} reads no workload)",
     }
 
 
@@ -445,7 +473,9 @@ def run(args: argparse.Namespace, meta: dict[str, Any]) -> None:
     """Every missing (setting, mechanism, ε, seed) row, in order; each row is appended as soon as it finishes."""
     from dqrelease.mechanisms import MECHANISMS
 
-    done = {_key(row) for row in read_rows(args.out) if not (args.retry_failed and row["status"] == "failed")}
+    existing = read_rows(args.out)
+    done = {_key(row) for row in existing if not (args.retry_failed and row["status"] == "failed")}
+    capped = {_key(row)[:3]: row["seed"] for row in existing if row["status"] == "capped"}
     for setting_name in args.settings:
         setting = SETTINGS[setting_name]
         names = [m for m in (*MECHANISMS, *PEERS)
@@ -466,9 +496,18 @@ def run(args: argparse.Namespace, meta: dict[str, Any]) -> None:
             row: dict[str, Any] = {"setting": setting_name, "mechanism": name, "epsilon": epsilon, "delta": DELTA,
                                    "seed": seed, "kind": "peer" if name in PEERS else "dqrelease", "load_1min": load}
             try:
-                if name in PEERS:
+                source = setting.peer_rows_from.get(name)
+                if source and peer_rows_path(source, name, epsilon, seed, smoke=args.smoke).exists():
+                    row.update(reuse_peer(name, source, loaded, reference, epsilon, seed, out=args.out,
+                                          smoke=args.smoke))
+                elif (setting_name, name, round(epsilon, 9)) in capped:
+                    first = capped[(setting_name, name, round(epsilon, 9))]
+                    row.update(status="skipped", note=f"not run: seed {first} reached the cap at this setting and eps")
+                elif name in PEERS:
                     row.update(run_peer(name, setting_name, loaded, reference, epsilon, seed, python=args.peers_python,
                                         cap_seconds=args.cap_minutes * 60, smoke=args.smoke))
+                    if row["status"] == "capped":
+                        capped[(setting_name, name, round(epsilon, 9))] = seed
                 else:
                     row.update(run_ours(name, loaded, reference, epsilon, seed, smoke=args.smoke))
             except Exception as failure:  # a failing run is a row too; the benchmark goes on
@@ -703,7 +742,8 @@ def main(argv: Iterable[str] | None = None) -> int:
         install_peers(args.peers_python)
         return 0
     if args.smoke:
-        args.settings, args.epsilons, args.seeds = ["adult"], [1.0], [0]
+        args.settings, args.epsilons = ["adult"], [1.0]
+        args.seeds = [0] if args.seeds == list(SEEDS) else args.seeds
     if not args.report:
         meta = {"command": " ".join([".venv/bin/python", "bench/fidelity.py", *(argv or sys.argv[1:])]),
                 "smoke": args.smoke, "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

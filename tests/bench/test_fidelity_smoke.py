@@ -101,6 +101,22 @@ def test_smoke_run_writes_a_row_per_run_resumes_and_summarises(tmp_path):
     assert out.with_suffix(".png").stat().st_size > 10_000
 
 
+def test_a_peer_over_the_cap_is_killed_and_not_run_again_on_later_seeds(tmp_path):
+    hanging = tmp_path / "python"
+    hanging.write_text("#!/bin/sh\nsleep 600\n")
+    hanging.chmod(0o755)
+    out = tmp_path / "fidelity.csv"
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "fidelity.py"), "--smoke", "--out", str(out), "--peers-python",
+         str(hanging), "--mechanisms", "aim", "--seeds", "0", "1", "--cap-minutes", "0.05"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    rows = {int(row["seed"]): row for row in csv.DictReader(out.open())}
+    assert rows[0]["status"] == "capped" and 3 <= float(rows[0]["process_seconds"]) < 60
+    assert rows[1]["status"] == "skipped" and "seed 0" in rows[1]["note"]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("DQRELEASE_BENCH_PEERS") != "1" or not PEERS_PYTHON.exists(),
                     reason="set DQRELEASE_BENCH_PEERS=1 with .venv-peers installed (bench/fidelity.py --install-peers; "
