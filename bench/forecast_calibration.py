@@ -16,6 +16,8 @@ For every run the published rows (n of them, drawn from the synthetic distributi
 evaluated with dq_engine.fidelity, and the forecast's formulas are evaluated with every calibrated constant set
 to 1 (columns ``base_*``): the constants of dq_engine/forecast.py are the medians of measured / base. One CSV row
 per run in ``bench/results/forecast_calibration.csv`` (appended as runs finish), the machine in the JSON beside it.
+``--fit`` prints the constants fitted on the CSV (:func:`fit_constants`), ``--markdown`` the forecast against the
+measured values (docs/benchmarks.md, "Forecast").
 """
 
 from __future__ import annotations
@@ -103,17 +105,78 @@ def load(shape: str) -> Dataset:
     return load_adult() if shape == "adult-pgm" else load_kdd99()
 
 
+CONSTANTS = ("PRIOR_FIT_FACTOR", "ONE_WAY_FIT_FLOOR", "WORKLOAD_FIT_FACTOR", "WORKLOAD_FIT_FLOOR",
+             "RAW_RECORDS_FACTOR", "RAW_RECORDS_WORKLOAD_FACTOR")
+
+
 def bases(plan, shape) -> dict[str, float]:
-    """The forecast's formulas with every calibrated constant 1 (the workload's noise part alone)."""
-    saved = (forecast.PRIOR_FIT_FACTOR, forecast.WORKLOAD_FIT_FACTOR, forecast.RAW_RECORDS_FACTOR)
+    """The forecast's noise terms with every scale 1 and every floor 0 (the workload's noise part alone)."""
+    saved = {name: getattr(forecast, name) for name in CONSTANTS}
     try:
-        forecast.PRIOR_FIT_FACTOR, forecast.WORKLOAD_FIT_FACTOR, forecast.RAW_RECORDS_FACTOR = 1.0, 1.0, 1.0
+        for name in CONSTANTS:
+            setattr(forecast, name, 0.0 if name.endswith("FLOOR") else 1.0)
         one = forecast_plan(plan, shape)
         forecast.PRIOR_FIT_FACTOR = 0.0
         noise = forecast_plan(plan, shape)
     finally:
-        forecast.PRIOR_FIT_FACTOR, forecast.WORKLOAD_FIT_FACTOR, forecast.RAW_RECORDS_FACTOR = saved
+        for name, value in saved.items():
+            setattr(forecast, name, value)
     return {"base_one_way": one.worst_one_way_cell.value, "base_workload_noise": noise.workload_max.value}
+
+
+def fit_constants(path: pathlib.Path) -> dict[str, float]:
+    """The calibrated constants from the CSV's runs (what dq_engine/forecast.py holds).
+
+    Particles and table fit: the scales and floors that minimise the largest factor between forecast and measured
+    over both figures of every run (ties: the smallest mean squared log error), on a grid. Raw records: the median
+    of measured x √R per figure.
+    """
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    raw = frame[frame.mechanism.str.startswith("dualquery-raw")]
+    fitted = frame[~frame.mechanism.str.startswith("dualquery-raw")]
+    b1, bw = fitted.base_one_way.to_numpy(), fitted.base_workload_noise.to_numpy()
+    m1, mw = fitted.measured_one_way.to_numpy(), fitted.measured_workload.to_numpy()
+    grid = np.meshgrid(np.arange(0.3, 1.5, 0.02), np.arange(0.05, 1.0, 0.02), np.arange(0.0, 0.03, 0.001),
+                       np.arange(0.0, 0.04, 0.002), indexing="ij", sparse=True)
+    c1, c2, f1, fw = (g[..., None] for g in grid)
+    one = np.minimum(1.0, np.hypot(c1 * b1, f1))
+    workload = np.minimum(1.0, np.maximum(one, np.hypot(c2 * bw, fw)))
+    errors = np.concatenate([np.broadcast_to(np.log(one / m1), workload.shape), np.log(workload / mw)], axis=-1)
+    score = np.round(np.abs(errors).max(axis=-1), 2) * 1000 + (errors**2).mean(axis=-1)
+    best = np.unravel_index(np.argmin(score), score.shape)
+    values = [g.ravel()[i] for g, i in zip(grid, best, strict=True)]
+    records = np.sqrt(raw.records.to_numpy())
+    return {
+        "PRIOR_FIT_FACTOR": round(float(values[0]), 2), "WORKLOAD_FIT_FACTOR": round(float(values[1]), 2),
+        "ONE_WAY_FIT_FLOOR": round(float(values[2]), 3), "WORKLOAD_FIT_FLOOR": round(float(values[3]), 3),
+        "RAW_RECORDS_FACTOR": round(float(np.median(raw.measured_one_way.to_numpy() * records)), 2),
+        "RAW_RECORDS_WORKLOAD_FACTOR": round(float(np.median(raw.measured_workload.to_numpy() * records)), 2),
+    }
+
+
+def markdown_table(path: pathlib.Path) -> str:
+    """Forecast (with the constants now in dq_engine/forecast.py, recomputed from the bases) against measured."""
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    lines = ["| shape | n | mechanism | epsilon | worst one-way: forecast / measured | workload max: forecast / "
+             "measured |", "|---|---|---|---|---|---|"]
+    for row in frame.itertuples():
+        if row.mechanism.startswith("dualquery-raw"):
+            one = min(1.0, forecast.RAW_RECORDS_FACTOR * row.base_one_way)
+            workload = min(1.0, max(one, forecast.RAW_RECORDS_WORKLOAD_FACTOR * row.base_workload_noise))
+        else:
+            one = min(1.0, float(np.hypot(forecast.PRIOR_FIT_FACTOR * row.base_one_way, forecast.ONE_WAY_FIT_FLOOR)))
+            workload = min(1.0, max(one, float(np.hypot(forecast.WORKLOAD_FIT_FACTOR * row.base_workload_noise,
+                                                        forecast.WORKLOAD_FIT_FLOOR))))
+        lines.append(
+            f"| {row.shape} | {row.n:,} | {row.mechanism} | {row.epsilon:g} | {one:.3g} / {row.measured_one_way:.3g} "
+            f"({one / row.measured_one_way:.2f}x) | {workload:.3g} / {row.measured_workload:.3g} "
+            f"({workload / row.measured_workload:.2f}x) |"
+        )
+    return "\n".join(lines)
 
 
 def run_one(shape_name: str, data: Dataset, workload, truth, epsilon: float, variant: str, seed: int) -> dict:
@@ -151,7 +214,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="*", help="mechanism variants to run (default: each shape's)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "forecast_calibration.csv")
+    parser.add_argument("--fit", action="store_true", help="print the constants fitted on the CSV and exit")
+    parser.add_argument("--markdown", action="store_true", help="print forecast against measured and exit")
     args = parser.parse_args(argv)
+    if args.fit:
+        print(json.dumps(fit_constants(args.out), indent=2))
+        return 0
+    if args.markdown:
+        print(markdown_table(args.out))
+        return 0
     info = {"command": " ".join([pathlib.Path(sys.executable).name, *sys.argv]), "machine": machine()}
     args.out.with_suffix(".json").write_text(json.dumps(info, indent=2, default=str) + "\n")
     for shape_name, epsilons, variants in RUNS:

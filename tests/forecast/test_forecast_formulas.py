@@ -66,10 +66,10 @@ def test_particles_forecast_matches_the_hand_computed_noise():
     shape, config = _shape(), _particles()
     # prior: sqrt(3 / 0.01) / 10,000 = 0.0017321; rows: 0.5 / sqrt(10,000) = 0.005; hypot = 0.0052915
     # C1 = 16 one-way cells: sqrt(2 ln 32) = 2.63297 -> 0.0139325
-    one_way = 0.0139325 * forecast.PRIOR_FIT_FACTOR
+    one_way = math.hypot(0.0139325 * forecast.PRIOR_FIT_FACTOR, forecast.ONE_WAY_FIT_FLOOR)
     # measure: 1 / (10,000 sqrt(0.0025)) = 0.002; hypot with rows = 0.0053852; W = 84 cells: sqrt(2 ln 168) =
     # 3.20124 -> 0.0172393; floor: 2 ln 168 / (10,000 x 0.2) = 0.0051240; hypot = 0.0179847
-    workload = max(one_way, 0.0179847 * forecast.WORKLOAD_FIT_FACTOR)
+    workload = max(one_way, math.hypot(0.0179847 * forecast.WORKLOAD_FIT_FACTOR, forecast.WORKLOAD_FIT_FLOOR))
     got = particles_forecast(shape, config, label="mwem-particles")
     assert got.worst_one_way_cell.value == pytest.approx(one_way, rel=1e-4)
     assert got.workload_max.value == pytest.approx(workload, rel=1e-4)
@@ -93,6 +93,8 @@ def test_particles_forecast_refuses_another_configuration():
 def test_raw_records_error_shrinks_as_one_over_root_records():
     got = raw_records_forecast(_shape(), 16, label="dualquery")
     assert got.worst_one_way_cell.value == pytest.approx(forecast.RAW_RECORDS_FACTOR / 4)
+    assert got.workload_max.value == pytest.approx(
+        max(forecast.RAW_RECORDS_FACTOR, forecast.RAW_RECORDS_WORKLOAD_FACTOR) / 4)
     assert raw_records_forecast(_shape(), 1, label="x").workload_max.value == 1.0  # capped at 1
 
 
@@ -108,17 +110,17 @@ def test_randomized_response_workload_is_the_estimator_bound_theory():
 
 def test_judge_fails_a_forecast_at_or_above_zeros_bound_and_passes_a_small_one():
     shape = _shape()
-    bad = raw_records_forecast(shape, 7, label="dualquery (raw records)")  # 0.756 with c_R = 2
+    bad = raw_records_forecast(shape, 2, label="dualquery (raw records)")  # c_R / sqrt(2) >= 0.5
     verdict = judge_forecast(bad, shape)
-    if bad.worst_one_way_cell.value >= 0.5:
-        assert not verdict.passes
-        assert any("worst one-way cell" in f and "publishing zeros (>= 0.5)" in f for f in verdict.failures)
+    assert not verdict.passes
+    assert any(f.startswith("worst one-way cell") and f.endswith("publishing zeros (>= 0.5)")
+               for f in verdict.failures)
     good = judge_forecast(particles_forecast(shape, _particles(), label="mwem-particles"), shape)
     assert good.passes and good.failures == ()
     assert [b.label for b in good.baselines] == ["zeros", "uniform"]
 
 
-def test_judge_compares_the_workload_with_uniform_not_with_zeros_weak_bound():
+def test_zeros_bound_below_the_resampling_floor_is_not_compared():
     # one 3-way marginal of 10 x 10 x 10 cells: zeros' bound is 0.001, uniform's typical value ~0.9
     shape = _shape(column_sizes=(10, 10, 10), marginal_cells=(1000,), complete=(True,), n_queries=1000)
     moderate = forecast.ErrorForecast(
