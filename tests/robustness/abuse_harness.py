@@ -378,6 +378,7 @@ def expect_refusal(
     charged: int = 0,
     extra_secrets: tuple[str, ...] = (),
     outputs_before: list[Path] | None = None,
+    one_line: bool = True,
 ) -> None:
     """A refusal: exit ``code``, one stderr line matching ``problem`` and ``fix``, no output, ledger as before.
 
@@ -391,12 +392,15 @@ def expect_refusal(
         charged: Charges the run may add (a noisy count charged before a later refusal); 0: ledger unchanged.
         extra_secrets: Further private strings of this case.
         outputs_before: Files under ``out/`` before the run (an earlier release): they must be all that is left.
+        one_line: False leaves the line count to a separate test (stderr's first line must still be the refusal).
     """
     context = f"exit {outcome.exit_code}\n--- stderr ---\n{outcome.stderr}\n--- stdout ---\n{outcome.stdout}"
     assert outcome.exit_code == code, context
     lines = stderr_lines(outcome.stderr)
     _transcribe(code, outcome.stderr)
-    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}\n{context}"
+    assert lines, f"nothing on stderr\n{context}"
+    if one_line:
+        assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}\n{context}"
     assert re.search(problem, lines[0], re.IGNORECASE), f"the line does not name the problem /{problem}/\n{context}"
     assert re.search(fix, lines[0], re.IGNORECASE), f"the line does not name the fix /{fix}/\n{context}"
     assert not TRACEBACK.search(outcome.stdout + outcome.stderr), context

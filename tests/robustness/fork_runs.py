@@ -88,6 +88,9 @@ def run(jobs_file: str) -> None:
         codes.append(os.waitstatus_to_exitcode(status))
     with open(jobs_file + ".result", "w", encoding="utf-8") as handle:
         json.dump({"exit_codes": codes, "pids": children}, handle)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # as the CLI does: no interpreter teardown (DuckDB's bindings would report "leaks" at it)
 
 
 if __name__ == "__main__":
