@@ -17,7 +17,8 @@ evaluated with dq_engine.fidelity, and the forecast's formulas are evaluated wit
 to 1 (columns ``base_*``): the constants of dq_engine/forecast.py are the medians of measured / base. One CSV row
 per run in ``bench/results/forecast_calibration.csv`` (appended as runs finish), the machine in the JSON beside it.
 ``--fit`` prints the constants fitted on the CSV (:func:`fit_constants`), ``--markdown`` the forecast against the
-measured values (docs/benchmarks.md, "Forecast").
+measured values, ``--against-fidelity bench/results/fidelity.csv`` the forecast against the medians of
+``bench/fidelity.py``'s seeds (out of sample; docs/benchmarks.md, "Forecast").
 """
 
 from __future__ import annotations
@@ -207,6 +208,50 @@ def run_one(shape_name: str, data: Dataset, workload, truth, epsilon: float, var
     }
 
 
+def against_fidelity(path: pathlib.Path) -> str:
+    """Forecast against the median of ``bench/fidelity.py``'s seeds, per setting, mechanism and epsilon (Markdown).
+
+    Each row's plan is made as bench/fidelity.py makes it (its settings and keys); only the public shape is used.
+    """
+    import pandas as pd
+
+    sys.path.insert(0, str(ROOT))
+    from bench.fidelity import SETTINGS, _public, mechanism_keys
+
+    frame = pd.read_csv(path)
+    frame = frame[(frame.kind == "dqrelease") & (frame.status == "ok")]
+    groups = frame.groupby(["setting", "mechanism", "epsilon"], sort=False)
+    lines = ["| setting | mechanism | epsilon | seeds | worst one-way: forecast / median measured (range) | "
+             "workload max: forecast / median measured (range) |", "|---|---|---|---|---|---|"]
+    loaded = {}
+    ratios = []
+    for (setting, name, epsilon), rows in groups:
+        if setting not in loaded:
+            loaded[setting] = SETTINGS[setting].load(False)
+        data = loaded[setting]
+        inputs = PlanInputs(public=_public(data, float(epsilon)), mode="tight", deterministic=True,
+                            constraints=data.constraints, workload=data.workload)
+        plan = plan_mechanism(mechanism_keys(name, data, smoke=False), inputs)
+        predicted = forecast_plan(plan, forecast_shape(inputs))
+        if predicted is None:
+            continue
+        cells = []
+        for figure, column in ((predicted.worst_one_way_cell, "worst_one_way_cell"),
+                               (predicted.workload_max, "workload_max_error")):
+            values = rows[column].astype(float)
+            median = float(values.median())
+            ratios.append(figure.value / median)
+            cells.append(f"{figure.value:.3g} / {median:.3g} ({values.min():.3g}-{values.max():.3g}; "
+                         f"{figure.value / median:.2f}x)")
+        lines.append(f"| {setting} | {plan.mechanism}{' + fit' if plan.fit is not None else ''} | {epsilon:g} | "
+                     f"{len(rows)} | {cells[0]} | {cells[1]} |")
+    within = sum(0.5 <= r <= 2.0 for r in ratios)
+    lines.append("")
+    lines.append(f"{within} of {len(ratios)} forecasts within a factor of 2 of the median measured value "
+                 f"(ratios {min(ratios):.2f}-{max(ratios):.2f}).")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the calibration runs and append their rows to the CSV."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -216,9 +261,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "forecast_calibration.csv")
     parser.add_argument("--fit", action="store_true", help="print the constants fitted on the CSV and exit")
     parser.add_argument("--markdown", action="store_true", help="print forecast against measured and exit")
+    parser.add_argument("--against-fidelity", type=pathlib.Path, metavar="CSV",
+                        help="print the forecast against bench/fidelity.py's medians (e.g. bench/results/fidelity.csv)")
     args = parser.parse_args(argv)
     if args.fit:
         print(json.dumps(fit_constants(args.out), indent=2))
+        return 0
+    if args.against_fidelity is not None:
+        print(against_fidelity(args.against_fidelity))
         return 0
     if args.markdown:
         print(markdown_table(args.out))
