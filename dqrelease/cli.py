@@ -197,6 +197,10 @@ class _QuietConsole(logging.Filter):
         return record.levelno >= logging.WARNING and not record.name.startswith(self.RUN_LOGGERS)
 
 
+PREFECT_SERVICE_LOGGERS = ("EventsWorker", "APILogWorker")
+"""Loggers of Prefect's queue services (``prefect._internal.concurrency.services``), named after their classes."""
+
+
 @contextmanager
 def _quiet_prefect_console() -> Iterator[None]:
     """Filter Prefect's terminal handler with :class:`_QuietConsole` (not with --debug or ``run --verbose``).
@@ -209,6 +213,10 @@ def _quiet_prefect_console() -> Iterator[None]:
     from prefect.logging.handlers import PrefectConsoleHandler
 
     quiet = _QuietConsole()
+    # Prefect's background services log "Still processing items: N items remaining..." while they drain at exit,
+    # after this context has ended (their loggers are named after the class): only their errors are shown
+    for service in PREFECT_SERVICE_LOGGERS:
+        logging.getLogger(service).setLevel(logging.ERROR)
     loggers = [logging.getLogger(), *(logging.getLogger(name) for name in ("uvicorn", "fastapi"))]
     handlers = {h for lg in loggers for h in lg.handlers if isinstance(h, PrefectConsoleHandler)}
     for handler in handlers:

@@ -320,7 +320,9 @@ def build_error_report(
     order = np.argsort(-per_marginal)
     diagnostics = result.diagnostics
     has_oracle = _has_oracle(result)
-    solve_times = np.array([d.solver_seconds + d.local_seconds for d in diagnostics]) if diagnostics else np.zeros(0)
+    # the solver section counts best-response calls only: the table fit's MWEM rounds (source "mw") call no oracle
+    oracle_calls = tuple(d for d in diagnostics if d.source != "mw")
+    solve_times = np.array([d.solver_seconds + d.local_seconds for d in oracle_calls]) if oracle_calls else np.zeros(0)
     columns = _column_details(reference, shown, results["uniform"]) if shown.tables is not None else []
     charged = costs[accounting]
     other_modes = {mode: cost for mode, cost in costs.items() if mode != accounting}
@@ -372,7 +374,7 @@ def build_error_report(
             for d in diagnostics
             if d.internal_max_error is not None
         ],
-        "solver": _solver(diagnostics, solve_times) if has_oracle else None,
+        "solver": _solver(oracle_calls, solve_times) if has_oracle else None,
         "privacy": {mode: cost.as_dict() for mode, cost in costs.items()},
         "accounting": accounting,
         "pairs_rule": marginals.rule,

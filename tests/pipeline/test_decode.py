@@ -9,10 +9,12 @@ import pandas as pd
 import pytest
 
 from dq_engine import make_rng
+from dq_engine.oracle.feasible import with_witness
 from dqrelease.decode import decode_records
 from dqrelease.discretize import discretize
 from dqrelease.errors import ValidationFailedError
 from dqrelease.expectations.validate import validate_synthetic, validate_table
+from dqrelease.rules import schema_constraints
 from dqrelease.schema import Schema, load_schema
 from tests.pipeline.toy_schema import toy_schema
 
@@ -80,6 +82,10 @@ def test_the_same_seed_decodes_the_same_table():
 
 def test_round_trip_codes_decode_validate_discretize_gives_the_same_codes(con):
     codes = _random_codes(ADULT_SCHEMA, 3000, seed=6)
+    # published rows keep the schema's rules: the random records are repaired towards a feasible record
+    constraints = with_witness(schema_constraints(ADULT_SCHEMA))
+    codes = constraints.repair(codes, constraints.witness_codes, np.ones(codes.shape[1], dtype=bool))
+    assert constraints.feasible(codes).all() and len(np.unique(codes, axis=0)) > 1000
     frame = decode_records(codes, ADULT_SCHEMA, numeric_values="uniform", rng=make_rng(7))
     _load(con, frame)
 

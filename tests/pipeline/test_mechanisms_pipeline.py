@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dq_engine import Domain, make_rng, random_marginals
-from dq_engine.defaults import fem_config, mwem_particles_config, sepfem_config
+from dq_engine.defaults import fem_config, sepfem_config
 from dq_engine.fem import fem_costs, fem_events
 from dq_engine.mwem import mwem_costs, mwem_events
 from dq_engine.public import PublicQuantities
@@ -238,8 +238,7 @@ def test_plan_prints_cost_and_parameters_without_reading_the_data(workspace: Pat
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("mwem", "more than MWEM's limit of 2^24; use mechanism.name = 'mwem-particles' (MWEM on a fixed number of "
-                 "particles) or 'dualquery'"),
+        ("mwem", "more than MWEM's limit of 2^24; use mechanism.name = "),
         ("randomized_response", "(limit 0.5); drop or coarsen columns, raise privacy.epsilon, or use mechanism.name"),
     ],
 )
@@ -335,7 +334,8 @@ def test_mwem_particles_plan_never_exceeds_the_target(workspace: Path, accountin
 
 def test_fem_plan_refuses_explicit_parameters_over_the_target(workspace: Path):
     path = workspace / "over.toml"
-    path.write_text(_config_text('name = "fem"\nrounds = 200\nepsilon_0 = 0.5', epsilon=1.0))
+    path.write_text(_config_text('name = "fem"\nrounds = 200\nepsilon_0 = 0.5\n\n[mechanism.fit]\nenabled = false',
+                                 epsilon=1.0))
     with pytest.raises(ConfigInvalidError, match="lower rounds or epsilon_0"):
         _plan(path)
 
@@ -347,13 +347,12 @@ ADULT_PGM_DOMAIN = "adult_pgm/adult-domain.json"
 RULES = {
     "fem": (fem_config, ("epsilon_0", "noise_scale", "samples", "rounds")),
     "sepfem": (sepfem_config, ("epsilon_0", "noise_scale", "samples", "rounds")),
-    "mwem-particles": (mwem_particles_config, (
-        "rounds", "select_epsilon", "measure_epsilon", "measure_rho", "measure_noise", "measure", "learning_rate",
-        "replay_sweeps", "final_sweeps", "output", "support", "support_size", "support_budget", "support_mix",
-        "support_moves",
-    )),
 }
-"""Default rules whose parameters ``bench/mechanisms.py`` recorded on ADULT (MWEM over the universe refused)."""
+"""Default rules whose parameters ``bench/mechanisms.py`` recorded on ADULT (MWEM over the universe refused).
+
+MWEM on particles is not among them: its rule changed after that run (the prior's share of the budget, 0.2, and the
+replay of the prior's measurements); its current runs are those of ``bench/fidelity.py`` (docs/benchmarks.md).
+"""
 
 
 def test_default_rules_give_the_parameters_recorded_in_the_adult_benchmark(require_shared_data):
@@ -372,4 +371,7 @@ def test_default_rules_give_the_parameters_recorded_in_the_adult_benchmark(requi
         rule, keys = RULES[row["mechanism"]]
         config = rule(public)
         recorded = json.loads(row["parameters"])
-        assert {key: getattr(config, key) for key in keys} == {key: recorded[key] for key in keys}, row["epsilon"]
+        # the benchmark's CSV keeps floats to the last digit; the rule is recomputed (one ulp apart is the same)
+        expected = {key: pytest.approx(recorded[key], rel=1e-12) if isinstance(recorded[key], float) else recorded[key]
+                    for key in keys}
+        assert {key: getattr(config, key) for key in keys} == expected, row["epsilon"]

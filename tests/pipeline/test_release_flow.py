@@ -179,7 +179,7 @@ def test_release_runs_inside_another_prefect_flow(workspace: Path):
     assert (workspace / "out" / "releases" / run_id / "synthetic.parquet").exists()
 
 
-GAUSSIAN_ROWS = 'free_policy = "dp-marginal"\nfree_noise = "gaussian"\nfree_rho = 0.01\nrows_per_round = 4'
+GAUSSIAN_ROWS = 'free_policy = "dp-marginal"\nfree_noise = "gaussian"\nfree_rho = 0.001\nrows_per_round = 4'
 
 
 def test_gaussian_free_marginals_and_rows_per_round_are_planned_charged_and_reproducible(workspace: Path):
@@ -190,7 +190,7 @@ def test_gaussian_free_marginals_and_rows_per_round_are_planned_charged_and_repr
     manifest_path = workspace / "out" / "internal" / release.name / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     parameters = manifest["privacy"]["parameters"]
-    assert (parameters["rows_per_round"], parameters["free_noise"], parameters["free_rho"]) == (4, "gaussian", 0.01)
+    assert (parameters["rows_per_round"], parameters["free_noise"], parameters["free_rho"]) == (4, "gaussian", 0.001)
     assert any("Gaussian one-way marginals" in event["label"] for event in manifest["privacy"]["events"])
     assert manifest["privacy"]["costs"]["tight"]["epsilon"] <= 1.0
     frame = pd.read_parquet(release / "synthetic.parquet")

@@ -34,7 +34,6 @@ from tests.robustness.abuse_harness import (
     toml_text,
 )
 from tests.robustness.processes import Job, process_environment, run_at_once
-from tests.robustness.test_processes import EVENTS_WARNING_REASON
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 
@@ -101,7 +100,6 @@ def test_refused_runs_name_the_refusal_and_the_fix_without_a_traceback(load: Loa
             assert not TRACEBACK.search(outcome.stderr + outcome.stdout)
 
 
-@pytest.mark.xfail(strict=False, reason=EVENTS_WARNING_REASON)
 def test_refused_runs_print_exactly_one_line(load: Load):
     assert all(len(stderr_lines(o.stderr)) == 1 for o in load.outcomes if o.exit_code == 4), [
         o.stderr for o in load.outcomes if o.exit_code == 4 and len(stderr_lines(o.stderr)) != 1

@@ -165,10 +165,10 @@ def test_plan_refuses_an_invalid_config_the_same_way(ws: Workspace):
 
 
 def test_release_no_better_than_publishing_zeros_is_refused(ws: Workspace):
-    """48 records at epsilon = 1: the utility forecast says MWEM cannot beat an all-zeros table."""
+    """20 records at epsilon = 1: the utility forecast says MWEM cannot beat an all-zeros table."""
     from tests.robustness.abuse_harness import base_rows
 
-    ws.write(config=base_config(48), rows=base_rows(48))
+    ws.write(config=base_config(20), rows=base_rows(20))
     before = ledger_state(ws.ledger)
     outcome = run_cli(ws, "run", str(ws.config), "--quiet")
     expect_refusal(ws, outcome, code=2, problem=r"low utility", fix=r"accept-low-utility|privacy\.epsilon",
