@@ -12,7 +12,7 @@ What runs (one row of ``bench/results/fidelity.csv`` per setting, mechanism, ε 
     default_workload``: all 1-way, all 2-way, 64 random 3-way);
   - ``adult-pgm-64``: the same data with the *old* workload, 64 random 3-way marginals
     (``random_marginals(domain, 3, 64, make_rng(0))``, as ``bench/mechanisms.py``), for issue 10's "ADULT-64"
-    targets and the README's older claims: DualQuery, DQRS, MWEM on particles and MST only (MST reads no
+    targets and the README's older claims: DualQuery, DQRS, MWEM on particles, MST and AIM only (MST reads no
     workload: its rows are those of the ``adult-pgm`` run with the same ε and seed, scored on this workload);
   - ``kdd99``: KDD Cup 99 10 % (``examples/kdd99/release.toml`` and its schema with its rules, data through
     ``DQRELEASE_DATA``; 494,021 rows, 42 columns), the config's workload;
@@ -217,7 +217,7 @@ SETTINGS: dict[str, Setting] = {
                                                                         smoke=smoke)),
     "adult-pgm": Setting(name="adult-pgm", load=_adult_pgm("default")),
     "adult-pgm-64": Setting(name="adult-pgm-64", load=_adult_pgm("64"),
-                            mechanisms=("dualquery", "dqrs", "mwem-particles", "mst"),
+                            mechanisms=("dualquery", "dqrs", "mwem-particles", "mst", "aim"),
                             peer_rows_from={"mst": "adult-pgm"}),
     "kdd99": Setting(name="kdd99", load=lambda smoke: _release_dataset(ROOT / "examples/kdd99/release.toml",
                                                                         smoke=smoke)),
