@@ -373,6 +373,33 @@ class _UniverseDistribution:
         return codes, flat[keep] / flat[keep].sum()
 
 
+SPARSE_FEASIBLE_SHARE = 0.125
+"""Below this share of feasible records, MWEM over the universe keeps only the feasible records (see below)."""
+
+
+def _universe_distribution(
+    domain: Domain, index: MarginalIndex, constraints: Constraints | None, rng: np.random.Generator
+) -> _UniverseDistribution | ParticleDistribution:
+    """``A`` over the universe: a dense tensor, or the list of feasible records when rules forbid most records.
+
+    The list is the same distribution (every infeasible record has weight 0 in the tensor and stays 0 under the
+    multiplicative updates), so MWEM is unchanged; its marginals are weighted counts over the listed records
+    instead of sums over the whole tensor, which is cheaper when fewer than
+    :data:`SPARSE_FEASIBLE_SHARE` of the records are feasible (Adult's rule columns: 3 %). The listed records are
+    never moved or resampled (no refresh is called in universe mode).
+    """
+    if constraints is None or not len(constraints):
+        return _UniverseDistribution(domain, index, constraints)
+    forbidden = constraints.forbidden_mask()
+    if forbidden.mean() < 1 - SPARSE_FEASIBLE_SHARE:
+        return _UniverseDistribution(domain, index, constraints)
+    largest = int(domain.sizes.max())
+    dtype = np.uint8 if largest <= 256 else np.uint16 if largest <= 65536 else np.uint32
+    feasible = np.argwhere(~forbidden).astype(dtype)
+    uniform = [np.full(int(size), 1.0 / int(size)) for size in domain.sizes]
+    return ParticleDistribution(feasible, uniform, index, rng, constraints=constraints)
+
+
 def _answers(distribution: _UniverseDistribution | ParticleDistribution, index: MarginalIndex) -> np.ndarray:
     out = np.empty(len(index.workload))
     starts = index.workload.marginal_starts
@@ -557,7 +584,9 @@ def mwem(
                 f"than the limit 2^{config.max_universe_log2:g}; use DualQuery, DQRS or FEM for this domain "
                 "(or MWEM with support='sampled')"
             )
-        distribution: _UniverseDistribution | ParticleDistribution = _UniverseDistribution(domain, index, constraints)
+        distribution: _UniverseDistribution | ParticleDistribution = _universe_distribution(
+            domain, index, constraints, rng
+        )
     else:
         particles, priors, prior_estimates = sample_support(data, workload, config, rng, constraints=constraints)
         if seeds is not None and config.seed_fraction > 0:
@@ -596,7 +625,7 @@ def mwem(
         for _ in range(config.replay_sweeps):
             for past in history:
                 apply(past)
-        if config.support_moves and isinstance(distribution, ParticleDistribution):
+        if config.support_moves and config.support == "sampled":  # the universe's records never move
             distribution.refresh(config.support_moves)
         if average is not None:
             average += distribution.snapshot() / config.rounds
