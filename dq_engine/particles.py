@@ -100,25 +100,36 @@ class ParticleDistribution:
         on_rule = np.zeros(self.codes.shape[1], dtype=bool)
         if self.constraints is not None:
             on_rule[self.constraints.attributes] = True
+        strides = {(m, a): int(self.index.strides[m][list(self.index.attributes[m]).index(a)])
+                   for a, marginals in touching.items() for m in marginals}
         for _ in range(moves):
             for a, marginals in touching.items():
                 if not marginals:
                     continue
                 prior = self.priors[a]
-                before = {m: self._cells_of(m) for m in marginals}
-                current = sum(self.theta[m][before[m]] for m in marginals)
+                proposal = self.rng.choice(len(prior), size=r, p=prior)
+                uniforms = self.rng.random(r)
                 old = self.codes[:, a].copy()
-                self.codes[:, a] = self.rng.choice(len(prior), size=r, p=prior)
-                after = {m: self.index.cells(m, self.codes) for m in marginals}
-                proposed = sum(self.theta[m][after[m]] for m in marginals)
-                reject = np.log(self.rng.random(r)) >= proposed - current
+                moved = proposal != old  # an unchanged particle is accepted and stays: nothing to compute
                 if on_rule[a]:  # a proposal that breaks a public rule is rejected: the target is A on feasible records
-                    accepted = np.flatnonzero(~reject)
-                    reject[accepted] = ~self.constraints.feasible(self.codes[accepted], attributes=np.array([a]))
-                self.codes[reject, a] = old[reject]
+                    self.codes[:, a] = np.where(moved, proposal, old)
+                    moved &= self.constraints.feasible(self.codes, attributes=np.array([a]))
+                    self.codes[:, a] = old
+                rows = np.flatnonzero(moved)
+                # a changed attribute moves the particle's cell of marginal m by (new - old) x the attribute's stride
+                shift = proposal[rows].astype(np.int64) - old[rows]
+                before = {m: self._cells_of(m)[rows] for m in marginals}
+                after = {m: before[m] + shift * strides[m, a] for m in marginals}
+                current = sum(self.theta[m][before[m]] for m in marginals)
+                proposed = sum(self.theta[m][after[m]] for m in marginals)
+                accept = np.log(uniforms[rows]) < proposed - current
+                chosen = rows[accept]
+                self.codes[chosen, a] = proposal[chosen]
                 for m in marginals:
-                    after[m][reject] = before[m][reject]
-                    self._cells[m] = after[m]
+                    self._cells[m][chosen] = after[m][accept]
+        # the moves kept the measured marginals' cells; an unmeasured marginal's cached cells are now stale
+        for m in [m for m in self._cells if m not in self.theta]:
+            del self._cells[m]
         # weights are unchanged by the moves: each MH kernel leaves the current A invariant, which is the
         # resample-move SMC step (Del Moral, Doucet & Jasra 2006, with the time-reversal backward kernel)
 

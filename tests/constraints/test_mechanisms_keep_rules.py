@@ -135,6 +135,30 @@ def test_particles_stay_feasible_under_metropolis_hastings_moves(census_data, ce
     assert not census_rules.feasible(free.codes).all()  # without the rules the same moves break them
 
 
+@pytest.mark.parametrize("rules", [False, True])
+def test_particle_marginals_follow_the_moved_particles(census_data, census_rules, rules):
+    """After MH moves every marginal (measured or not, cached before the moves) is that of the current particles."""
+    workload = all_kway_marginals(census_data.domain, 2)
+    index = MarginalIndex(workload)
+    rng = make_rng(8)
+    priors = [np.full(int(s), 1.0 / s) for s in census_data.domain.sizes]
+    constraints = with_witness(census_rules)
+    start = np.stack([rng.integers(0, s, 2000) for s in census_data.domain.sizes], axis=1)
+    start = census_rules.repair(start, constraints.witness_codes, census_rules.attributes)
+    particles = ParticleDistribution(start, priors, index, rng, constraints=census_rules if rules else None)
+    for round_ in range(3):
+        for m in range(index.n_marginals):  # every marginal's cells cached, as MWEM's selection does
+            particles.table(m)
+        measured = round_ % index.n_marginals  # one marginal more is measured each round
+        cells = np.arange(int(index.n_cells[measured]))
+        particles.apply(measured, cells, rng.random(len(cells)) / len(cells), 1.0)
+        particles.refresh(2)
+        for m in range(index.n_marginals):
+            expected = np.bincount(index.cells(m, particles.codes), weights=particles.p,
+                                   minlength=int(index.n_cells[m]))
+            np.testing.assert_allclose(particles.table(m), expected, rtol=0, atol=1e-12)
+
+
 def test_particles_must_start_feasible(census_data, census_rules):
     index = MarginalIndex(all_kway_marginals(census_data.domain, 1))
     priors = [np.full(int(s), 1.0 / s) for s in census_data.domain.sizes]
