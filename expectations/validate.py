@@ -146,7 +146,7 @@ def _validate(
     if failures or rules:
         failures += [{"expectation": _ROW_COUNT, "column": "(rules)", "rule": name} for name in rules]
         counts = {name: broken[name] for name in rules} if public else None
-        raise ValidationFailedError(_message(label, failures, counts), failures)
+        raise ValidationFailedError(_message(label, failures, counts, public=public), failures)
     return broken
 
 
@@ -238,8 +238,14 @@ def _raised(info: Any) -> bool:
     return any(isinstance(v, dict) and v.get("raised_exception") for v in info.values())
 
 
-def _message(label: str, failures: list[dict[str, str]], rule_counts: dict[str, int] | None = None) -> str:
-    """The one-line message; a broken rule is named alone unless ``rule_counts`` (public counts) are given."""
+def _message(
+    label: str, failures: list[dict[str, str]], rule_counts: dict[str, int] | None = None, *, public: bool = False
+) -> str:
+    """The one-line message; counts of failing rows only for a ``public`` table (the synthetic one).
+
+    A count of raw rows failing a check is private (it can equal n): the message names the check and the column,
+    and the counts stay in the exception's ``failures`` (INTERNAL, never logged).
+    """
     shown = []
     for f in failures[:_MESSAGE_FAILURES]:
         if "rule" in f:
@@ -248,7 +254,7 @@ def _message(label: str, failures: list[dict[str, str]], rule_counts: dict[str, 
         else:
             shown.append(
                 f"{f['expectation']} on {f['column']!r}"
-                + ("" if f["column"] == "(table)" else f" ({f['unexpected_count']} rows)")
+                + (f" ({f['unexpected_count']} rows)" if public and f["column"] != "(table)" else "")
             )
     more = f" and {len(failures) - _MESSAGE_FAILURES} more" if len(failures) > _MESSAGE_FAILURES else ""
     rules = any("rule" in f for f in failures)

@@ -210,11 +210,6 @@ def corrupt_duckdb_source(ws: Workspace) -> None:
     ws.config.write_text(toml_text(config))
 
 
-COUNT_LEAK = pytest.mark.xfail(
-    strict=True,
-    reason="constraints engineer (expectations/validate.py): the refusal quotes '(N rows)', a count taken from the "
-    "private data, on stderr, in the Prefect logs and in the flow's state message",
-)
 READ_FAILURE = r"could not be read|cannot be read|not a valid|corrupt|unreadable"
 FORMAT_FIX = r"check|fix|re-?export|replace"
 
@@ -230,8 +225,7 @@ REFUSALS = [
                  id="truncated-parquet"),
     pytest.param(binary_junk, READ_FAILURE + r"|no column", FORMAT_FIX, id="binary-junk-as-csv"),
     pytest.param(wrong_delimiter, r"no column 'city'", r"delimiter|header|fix the schema", id="wrong-delimiter"),
-    pytest.param(out_of_domain_values, r"'city'", r"fix the data or the schema", id="out-of-domain-values",
-                 marks=COUNT_LEAK),
+    pytest.param(out_of_domain_values, r"'city'", r"fix the data or the schema", id="out-of-domain-values"),
     pytest.param(out_of_range_number, r"'income'", r"fix the data or the schema|clip", id="out-of-range-number"),
     pytest.param(nulls_in_a_required_column, r"'city'", r"fix the data or the schema|nullable|missing",
                  id="nulls-in-a-required-column"),
@@ -240,7 +234,7 @@ REFUSALS = [
     pytest.param(duplicate_header, r"'city' more than once", r"rename or remove", id="duplicate-header"),
     pytest.param(row_count_differs_from_n, r"row count", r"fix privacy\.n", id="row-count-differs-from-n"),
     pytest.param(undeclared_basket_items, r"basket items|'item'", r"declare the item|fix the data or the schema",
-                 id="undeclared-basket-items", marks=COUNT_LEAK),
+                 id="undeclared-basket-items"),
     pytest.param(corrupt_duckdb_source, r"could not be read as duckdb", r"source\.database is a DuckDB database",
                  id="corrupt-duckdb-source"),
 ]
