@@ -191,7 +191,7 @@ class Ledger:
         """Cap, totals, remaining budget and charges of one dataset or of all (empty list if unknown)."""
         if dataset_id is not None:
             _check_dataset_id(dataset_id)
-        with self._file.connection() as con:
+        with self._file.connection(reading=True) as con:
             caps = {cap.dataset_id: cap for cap in store.current_caps(con, dataset_id)}
             charges = store.charges(con, dataset_id)
         result = []

@@ -78,16 +78,23 @@ class LedgerFile:
 
     # ------------------------------------------------------------------ connections
     @contextmanager
-    def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection for one operation: per-file thread lock, file lock (retried), schema ready."""
+    def connection(self, *, reading: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection for one operation: per-file thread lock, file lock (retried), schema ready.
+
+        ``reading``: the operation only reads, so a file this process may not write (an auditor's copy, a
+        read-only mount) is opened read-only instead of refused; it must already have the current schema.
+        """
         deadline = time.monotonic() + self.lock_timeout
         lock = _thread_lock(str(self.path.resolve()))
         if not (lock.acquire(timeout=self.lock_timeout) if self.lock_timeout > 0 else lock.acquire(blocking=False)):
             raise LedgerLockedError(self._locked_message(None))
         try:
-            con = self._open(deadline)
+            con, writable = self._open(deadline, reading=reading)
             try:
-                self._prepare(con)
+                if writable:
+                    self._prepare(con)
+                else:
+                    self._check_version(con)
                 yield con
             finally:
                 con.close()
@@ -113,14 +120,21 @@ class LedgerFile:
                     "changed); retry"
                 ) from error
 
-    def _open(self, deadline: float) -> duckdb.DuckDBPyConnection:
-        """Connect read-write, retrying with jittered exponential backoff until ``deadline`` (monotonic)."""
+    def _open(self, deadline: float, *, reading: bool = False) -> tuple[duckdb.DuckDBPyConnection, bool]:
+        """The connection and whether it is writable, retried with jittered backoff until ``deadline`` (monotonic).
+
+        Read-write; for ``reading`` an existing file that cannot be opened read-write (not a lock), read-only.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         backoff = _FIRST_BACKOFF
         while True:
             try:
-                return duckdb.connect(str(self.path))
+                return duckdb.connect(str(self.path)), True
             except duckdb.Error as error:
+                if reading and self.path.is_file() and not (isinstance(error, duckdb.IOException)
+                                                            and _LOCK_ERROR in str(error)):
+                    with suppress(duckdb.Error):
+                        return duckdb.connect(str(self.path), read_only=True), False
                 if not (isinstance(error, duckdb.IOException) and _LOCK_ERROR in str(error)):
                     first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
                     raise LedgerError(f"cannot open ledger {self.path} ({first_line}); check ledger.path") from error
@@ -143,6 +157,18 @@ class LedgerFile:
         )
 
     # ------------------------------------------------------------------ schema version
+    def _check_version(self, con: duckdb.DuckDBPyConnection) -> None:
+        """A read-only file must already have this dqrelease's schema version (it cannot be upgraded)."""
+        try:
+            (version,) = con.execute(load_sql("ledger_version_current")).fetchall()[0]
+        except duckdb.Error as error:
+            raise LedgerError(f"ledger {self.path} is read-only and has no ledger schema; check ledger.path") from error
+        if version != SCHEMA_VERSION:
+            raise LedgerError(
+                f"ledger {self.path} is read-only and has schema version {version}, this dqrelease reads version "
+                f"{SCHEMA_VERSION}; open it once with write access (any budget command) to upgrade it"
+            )
+
     def _prepare(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create the schema in a new file; upgrade an older one; refuse a newer one."""
         con.execute(load_sql("ledger_version_table"))

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
 
 import duckdb
@@ -57,10 +58,6 @@ def test_cap_spent_refuses_with_exit_4(ws: Workspace):
     expect_refusal(ws, outcome, code=4, problem=r"budget refused.*'abuse'", fix=r"set-cap", ledger_before=before)
 
 
-@pytest.mark.xfail(strict=True, reason="lead / trust engineer (dqrelease/mechanisms/mwem.py plan): MWEM's per-round "
-                   "budgets (epsilon/(2T) as floats) add up exactly to 1 + 5/2^56 for epsilon = 1, so a release of "
-                   "epsilon = 1 is refused by a cap with exactly 1 left; round the per-round budgets down so their "
-                   "exact sum is at most the configured epsilon")
 def test_cap_met_exactly_is_accepted_then_the_next_run_is_refused(ws: Workspace):
     _without_initial_cap(ws)
     _spend(ws, cap=2.0, spent=1.0)
@@ -68,7 +65,9 @@ def test_cap_met_exactly_is_accepted_then_the_next_run_is_refused(ws: Workspace)
     outcome = run_cli(ws, "run", str(ws.config), "--quiet")
     expect_release(ws, outcome, ledger_before=before)
     [budget] = Ledger(ws.ledger).budgets("abuse")
-    assert budget.remaining.epsilon == 0  # exact arithmetic: the cap is met, not exceeded
+    # the plan is calibrated onto epsilon = 1 from below (float costs, rounded up as charged): the cap is met to
+    # within 2^-50, never exceeded
+    assert 0 <= budget.remaining.epsilon < Fraction(1, 2**50)
 
     published = ws.releases()
     before = ledger_state(ws.ledger)
@@ -152,8 +151,6 @@ def test_read_only_ledger_refuses_the_charge_cleanly(ws: Workspace):
                    ledger_before=before)
 
 
-@pytest.mark.xfail(strict=True, reason="operator engineer (ledger split): every ledger operation opens the file "
-                   "read-write, so `budget show` fails on a ledger an auditor may only read")
 def test_budget_show_reads_a_read_only_ledger(ws: Workspace):
     Ledger(ws.ledger).set_cap("abuse", epsilon=10, delta=1e-4)
     with _read_only(ws.ledger):
