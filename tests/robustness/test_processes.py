@@ -145,10 +145,6 @@ def processes(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> dict
     return {name: (prepared[name], outcome) for name, outcome in zip(CASES, outcomes, strict=True)}
 
 
-IN_FLOW = ("flow-output-unwritable", "task-out-of-range", "task-corrupt-parquet", "ledger-no-cap", "ledger-corrupt")
-"""Cases refused after the flow started (the others are refused before Prefect is imported)."""
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_real_process_refuses_or_releases_as_the_operator_needs(processes, name: str):
     """Exit code, the refusal as stderr's first line, nothing published, ledger unchanged, no leak, no traceback."""
