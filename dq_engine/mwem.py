@@ -326,13 +326,16 @@ def _budget_config(rounds: int, measure_noise: NoiseKind, values: dict[str, floa
 class _UniverseDistribution:
     """``A`` as a dense tensor over every record of the universe (infeasible records at weight 0)."""
 
-    def __init__(self, domain: Domain, index: MarginalIndex, constraints: Constraints | None = None) -> None:
+    def __init__(
+        self, domain: Domain, index: MarginalIndex, constraints: Constraints | None = None,
+        forbidden: np.ndarray | None = None,
+    ) -> None:
         self.domain = domain
         self.index = index
         shape = tuple(int(s) for s in domain.sizes)
         self.p = np.full(shape, 1.0 / math.prod(shape))
         if constraints is not None and len(constraints):  # uniform over the feasible records
-            self.p[constraints.forbidden_mask()] = 0.0
+            self.p[constraints.forbidden_mask() if forbidden is None else forbidden] = 0.0
             self.p /= self.p.sum()
 
     def table(self, m: int) -> np.ndarray:
@@ -392,7 +395,7 @@ def _universe_distribution(
         return _UniverseDistribution(domain, index, constraints)
     forbidden = constraints.forbidden_mask()
     if forbidden.mean() < 1 - SPARSE_FEASIBLE_SHARE:
-        return _UniverseDistribution(domain, index, constraints)
+        return _UniverseDistribution(domain, index, constraints, forbidden)
     largest = int(domain.sizes.max())
     dtype = np.uint8 if largest <= 256 else np.uint16 if largest <= 65536 else np.uint32
     feasible = np.argwhere(~forbidden).astype(dtype)
