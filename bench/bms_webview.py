@@ -42,6 +42,7 @@ import math
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -237,7 +238,7 @@ def run_pipeline(args: argparse.Namespace, *, name: str = "bms1", queries: int =
     """``dqrelease run`` on the transactions file: wall time, peak RSS (process tree), the release's errors."""
     from kdd99_pipeline import TreeMemory
 
-    work = Path("/tmp/dqrelease-bms-bench") / name
+    work = Path(tempfile.gettempdir()) / "dqrelease-bms-bench" / name
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)

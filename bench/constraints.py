@@ -18,7 +18,7 @@ does not favour one side; the 1-minute load average is recorded before each run.
 
 Command (holds the shared benchmark lock since wall times are quoted):
 
-    flock /tmp/dqrelease-bench.lock .venv/bin/python bench/constraints.py
+    flock "${TMPDIR:-/tmp}"/dqrelease-bench.lock .venv/bin/python bench/constraints.py
 
 ``--smoke`` runs a 2,000-row slice with DualQuery and MWEM (on three columns), one seed: it checks the script, not
 the times.

@@ -30,6 +30,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from datetime import datetime
@@ -214,7 +215,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results/kdd99_pipeline.json"))
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), for the smoke test")
     parser.add_argument("--accounting", choices=("tight", "paper"), default="tight")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/dqrelease-kdd99-bench"),
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "dqrelease-kdd99-bench",
                         help="scratch directory (config, ledger, published outputs)")
     parser.add_argument("--timeout", type=float, default=1800.0)
     args = parser.parse_args()

@@ -20,7 +20,8 @@ reported as ``timeout`` ("did not finish").
 
 The wall-time ratio is quoted in docs, so run it under the shared benchmark lock::
 
-    flock /tmp/dqrelease-bench.lock .venv/bin/python bench/smartnoise_compare.py --out bench/results/smartnoise.json
+    flock "${TMPDIR:-/tmp}"/dqrelease-bench.lock \
+        .venv/bin/python bench/smartnoise_compare.py --out bench/results/smartnoise.json
 
 ``--smoke``: a 6-attribute slice of ADULT, 8 marginals, ε = 1, AIM capped at 12 rounds (tests/bench/
 test_scale_smoke.py). Without the smartnoise venv (``--smartnoise-python`` not found) the smartnoise rows say
