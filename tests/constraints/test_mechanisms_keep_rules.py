@@ -112,14 +112,18 @@ def test_mwem_universe_as_a_list_of_feasible_records_is_the_same_mechanism(censu
                                rtol=1e-9, atol=1e-12)
 
 
+def _feasible_start(data, rules, rng: np.random.Generator, size: int):
+    """Pairwise marginal index, uniform priors and ``size`` uniform records repaired to keep ``rules``."""
+    index = MarginalIndex(all_kway_marginals(data.domain, 2))
+    priors = [np.full(int(s), 1.0 / s) for s in data.domain.sizes]
+    constraints = with_witness(rules)
+    start = np.stack([rng.integers(0, s, size) for s in data.domain.sizes], axis=1)
+    return index, priors, rules.repair(start, constraints.witness_codes, rules.attributes)
+
+
 def test_particles_stay_feasible_under_metropolis_hastings_moves(census_data, census_rules):
-    workload = all_kway_marginals(census_data.domain, 2)
-    index = MarginalIndex(workload)
     rng = make_rng(6)
-    priors = [np.full(int(s), 1.0 / s) for s in census_data.domain.sizes]
-    constraints = with_witness(census_rules)
-    start = np.stack([rng.integers(0, s, 3000) for s in census_data.domain.sizes], axis=1)
-    start = census_rules.repair(start, constraints.witness_codes, census_rules.attributes)
+    index, priors, start = _feasible_start(census_data, census_rules, rng, 3000)
     particles = ParticleDistribution(start.copy(), priors, index, rng, constraints=census_rules)
     for m in range(index.n_marginals):  # measurements that pull towards children who are married
         cells = np.arange(int(index.n_cells[m]))
@@ -138,13 +142,8 @@ def test_particles_stay_feasible_under_metropolis_hastings_moves(census_data, ce
 @pytest.mark.parametrize("rules", [False, True])
 def test_particle_marginals_follow_the_moved_particles(census_data, census_rules, rules):
     """After MH moves every marginal (measured or not, cached before the moves) is that of the current particles."""
-    workload = all_kway_marginals(census_data.domain, 2)
-    index = MarginalIndex(workload)
     rng = make_rng(8)
-    priors = [np.full(int(s), 1.0 / s) for s in census_data.domain.sizes]
-    constraints = with_witness(census_rules)
-    start = np.stack([rng.integers(0, s, 2000) for s in census_data.domain.sizes], axis=1)
-    start = census_rules.repair(start, constraints.witness_codes, census_rules.attributes)
+    index, priors, start = _feasible_start(census_data, census_rules, rng, 2000)
     particles = ParticleDistribution(start, priors, index, rng, constraints=census_rules if rules else None)
     for round_ in range(3):
         for m in range(index.n_marginals):  # every marginal's cells cached, as MWEM's selection does
