@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dqrelease.errors import ExitCode, ReleaseError
+from dqrelease.errors import DEBUG_VARIABLE, ExitCode, ReleaseError
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success, 1 internal error, 2 invalid config or schema, 3 validation failure, 4 budget refused, "
@@ -75,7 +75,7 @@ def _options(
     _state["debug"] = debug
     _state["verbose"] = False  # set by `run --verbose` for its own invocation only
     if debug:
-        os.environ["DQRELEASE_DEBUG"] = "1"
+        os.environ[DEBUG_VARIABLE] = "1"
 
 PREFECT_DEFAULTS = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
@@ -281,7 +281,11 @@ def run(
 ) -> None:
     """Run a release: ingest, validate, charge the budget, synthesize, publish."""
     _state["verbose"] = verbose
-    with _exit_codes():
+    from dqrelease import side_process
+
+    # Great Expectations and matplotlib are imported in the side process, on the other core, while this one checks
+    # the config and starts the run (a refusal kills it at once)
+    with _exit_codes(), side_process.running():
         _check_before_run(config, dask, accept_low_utility=accept_low_utility)
         summary = _run_release(config, quiet=quiet, dask=dask, accept_low_utility=accept_low_utility)
     out = _stdout()
@@ -502,14 +506,16 @@ def verify(
         formats = check_published(record, release_dir=release)
         _stdout().print(f"published files match the manifest: {', '.join(formats)}", markup=False, highlight=False)
         prepare_replay(manifest)  # refuse before Prefect starts; the replay flow checks again before reading
+        from dqrelease import side_process
         from dqrelease.prefect_server import prefect_api
 
-        _prefect_environment()
-        api = prefect_api()
-        from dqrelease.flows.release import replay_release
+        with side_process.running():  # as for `run`: the slow imports happen beside the replay's start
+            _prefect_environment()
+            api = prefect_api()
+            from dqrelease.flows.release import replay_release
 
-        with api.connected(), _quiet_prefect_console():
-            summary = replay_release(str(manifest))
+            with api.connected(), _quiet_prefect_console():
+                summary = replay_release(str(manifest))
         expected = {fmt: output.model_dump() for fmt, output in record.outputs.items()}
         reproduced = compare_outputs(expected, summary["outputs"])
     _stdout().print(

@@ -5,9 +5,11 @@ Messages are one line, name the problem and the fix, and never contain a value r
 
 from __future__ import annotations
 
+import os
 from enum import IntEnum
 
 __all__ = [
+    "DEBUG_VARIABLE",
     "BudgetRefusedError",
     "ConfigInvalidError",
     "ExitCode",
@@ -20,7 +22,17 @@ __all__ = [
     "UnchargedRunError",
     "ValidationFailedError",
     "VerificationError",
+    "debugging",
 ]
+
+
+DEBUG_VARIABLE = "DQRELEASE_DEBUG"
+"""Set to ``1`` (``dqrelease --debug``): unexpected exceptions keep their text and traceback (they may quote data)."""
+
+
+def debugging() -> bool:
+    """True when :data:`DEBUG_VARIABLE` is ``1``."""
+    return os.environ.get(DEBUG_VARIABLE) == "1"
 
 
 class ExitCode(IntEnum):

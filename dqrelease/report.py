@@ -59,6 +59,7 @@ from dq_engine.fidelity import (
 from dq_engine.marginal_tables import MarginalIndex
 from dq_engine.public import largest_rho
 from dq_engine.randomized_response import estimate_answers
+from dqrelease import side_process
 
 __all__ = [
     "INTERNAL_BANNER",
@@ -580,7 +581,7 @@ def _columns_plot(columns: list[dict[str, Any]], evaluated: str) -> str | None:
             axis.set_ylim(0, top * 1.12 or 1)
             axis.yaxis.set_major_formatter(_percent_formatter())
         scale = ", log scale" if logarithmic else ""
-        axis.set_title(f"{column['column']}  (TVD {_fmt(column['tvd'], 2)}{scale})", fontsize=9)
+        axis.set_title(f"{column['column']}  (TVD {_fmt(column['tvd'], 2)}{scale})", fontsize=9, y=1.0)
         axis.set_xticks(x)
         axis.set_xticklabels([_short(v, 12) for v in column["values"]], rotation=90,
                              fontsize=7 if k <= 16 else 5)
@@ -1003,10 +1004,11 @@ def _document(report: dict[str, Any], plots: dict[str, str | None]) -> _Document
 
 
 def _plots(report: dict[str, Any]) -> dict[str, str | None]:
+    """Every chart; the columns' small multiples (the costliest) are drawn in the side process, if one runs."""
     fidelity = report["fidelity"]
     names = [c["column"] for c in fidelity["columns"]]
-    return {
-        "columns": _columns_plot(fidelity["columns"], fidelity["evaluated"]),
+    columns = side_process.begin(_columns_plot, fidelity["columns"], fidelity["evaluated"])
+    plots = {
         "column_tvd": _column_tvd_plot(fidelity["columns"], fidelity["evaluated"]),
         "pairs": _pairs_plot(fidelity["pairs"], names),
         "workload": _workload_plot(report["errors"]),
@@ -1014,6 +1016,14 @@ def _plots(report: dict[str, Any]) -> dict[str, str | None]:
         "rounds": _rounds_plot(report["error_by_round"]),
         "solver": _solver_plot(report["solver"]["per_round_seconds"]) if report["solver"] else None,
     }
+    return {"columns": columns.result(), **plots}
+
+
+def warm_up() -> None:
+    """Load matplotlib's PNG backend and a font (what the side process does before it draws)."""
+    figure = Figure(figsize=(1, 1))
+    figure.text(0.5, 0.5, "0")
+    _png(figure, tight=False)
 
 
 def write_error_report(report: dict[str, Any], directory: Path) -> dict[str, Path]:

@@ -2,16 +2,15 @@
 
 Why pandas: GX's SQL datasource does not work on DuckDB (rows are lost when its connection closes,
 great_expectations issue #11579). The table is therefore streamed out of DuckDB as Arrow batches of at most
-:data:`CELLS_PER_CHUNK` cells, each batch is validated as one pandas frame and the unexpected counts are
-summed, so memory stays bounded for any table size.
+:data:`CELLS_PER_CHUNK` cells, each batch is validated as one pandas frame by :mod:`expectations.engine` (in the
+side process when one runs, :mod:`dqrelease.side_process`) and the unexpected counts are summed, so memory
+stays bounded for any table size. This module does not import GX.
 
 Invariants:
 
-* One ephemeral GX context per process (cached), progress bars off, analytics off (see ``expectations``).
-* Results are requested with ``partial_unexpected_count = 0`` and only three things leave this module for
-  each failed expectation: its type, the schema column and the number of unexpected rows. No value of the
-  table is ever put in an exception, a failure record or a log message; GX exception texts (which may
-  quote data) are dropped.
+* Only three things leave the engine for each failed expectation: its type, the schema column and the number of
+  unexpected rows. No value of the table is ever put in an exception, a failure record or a log message; GX
+  exception texts (which may quote data) are dropped.
 * Rule expectations (:mod:`expectations.rules`) count the rows breaking each public rule. On the raw table those
   counts are computed from private data (a count can equal a private ``n``): they are *returned* to the caller,
   for the internal report only, and never put in a message or a failure record. A broken ``on_violation =
@@ -21,17 +20,13 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import cache
-from typing import Any, Literal
+from typing import Literal
 
 import duckdb
-import great_expectations as gx
-import pandas as pd
-import pyarrow as pa
-from great_expectations.data_context.types.base import ProgressBarsConfig
 
+from dqrelease import side_process
 from dqrelease.errors import ValidationFailedError
-from dqrelease.expectations.suite import build_published_suite, build_suite, number_column
+from dqrelease.expectations.engine import COLUMN_SET, Outcome, SuiteSpec, check_chunk, suite_shape
 from dqrelease.ingest import is_basket_table
 from dqrelease.schema import Schema
 from dqrelease.warehouse import stream_batches, table_columns
@@ -43,8 +38,6 @@ CELLS_PER_CHUNK = 16_000_000
 
 MIN_ROWS_PER_CHUNK = 1024
 
-_RESULT_FORMAT = {"result_format": "BASIC", "partial_unexpected_count": 0, "include_unexpected_rows": False}
-_COLUMN_SET = "expect_table_columns_to_match_set"
 _ROW_COUNT = "expect_table_row_count_to_equal"
 _MESSAGE_FAILURES = 6
 
@@ -72,7 +65,8 @@ def validate_table(con: duckdb.DuckDBPyConnection, table: str, schema: Schema, *
     columns = [name for name, _ in table_columns(con, table)]
     layout = "baskets" if is_basket_table(columns, schema) else "wide"
     failing = {rule.name for rule in schema.rules if rule.on_violation == "fail"}
-    return _validate(con, table, build_suite(schema, layout=layout), label=label, failing_rules=failing)
+    spec = SuiteSpec(schema=schema, kind="raw", layout=layout)
+    return _validate(con, table, spec, label=label, failing_rules=failing)
 
 
 def validate_synthetic(
@@ -93,24 +87,15 @@ def validate_synthetic(
     Raises:
         ValidationFailedError: As :func:`validate_table`.
     """
-    suite = build_published_suite(schema, numeric_values=numeric_values)
-    _validate(con, table, suite, label="synthetic table", failing_rules={r.name for r in schema.rules}, public=True)
+    spec = SuiteSpec(schema=schema, kind="published", numeric_values=numeric_values)
+    _validate(con, table, spec, label="synthetic table", failing_rules={r.name for r in schema.rules}, public=True)
 
 
-# ---------------------------------------------------------------------- engine
-@cache
-def _batch_definition() -> Any:
-    """The process's one GX context, pandas datasource and whole-frame batch definition."""
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    asset = context.data_sources.add_pandas("dqrelease").add_dataframe_asset("validation_frame")
-    return asset.add_batch_definition_whole_dataframe("chunk")
-
-
+# ---------------------------------------------------------------------- streaming
 def _validate(
     con: duckdb.DuckDBPyConnection,
     table: str,
-    suite: gx.ExpectationSuite,
+    spec: SuiteSpec,
     *,
     label: str,
     failing_rules: set[str] | None = None,
@@ -121,23 +106,22 @@ def _validate(
     ``public`` (the synthetic table only) lets the message show how many rows break a rule.
     """
     columns = [name for name, _ in table_columns(con, table)]
-    numbers = list(dict.fromkeys(_derived_numbers(suite)))
-    numbers = [name for name in numbers if name in columns]
+    shape = side_process.call(suite_shape, spec)
+    numbers = [name for name in shape.numbers if name in columns]
     rows_per_chunk = max(MIN_ROWS_PER_CHUNK, CELLS_PER_CHUNK // (len(columns) + len(numbers)))
     tally: dict[tuple[str, str], int] = {}
-    broken = {e.meta["rule"]: 0 for e in suite.expectations if "rule" in (e.meta or {})}
+    broken = dict.fromkeys(shape.rules, 0)
+    batches = stream_batches(con, "validation_frame", params={"table": table}, batch_size=rows_per_chunk)
     chunks = 0
-    for batch in stream_batches(con, "validation_frame", params={"table": table}, batch_size=rows_per_chunk):
-        results = _validate_frame(suite, _frame(batch, numbers))
+    for outcomes in side_process.call_each(check_chunk, batches, spec=spec, columns=columns, numbers=numbers):
         if chunks == 0:
-            _raise_on_column_mismatch(results, label)
-        _count(results, tally, broken)
+            _raise_on_column_mismatch(outcomes, label)
+        _count(outcomes, tally, broken)
         chunks += 1
     if chunks == 0:
-        empty = pd.DataFrame({name: pd.Series([], dtype=object) for name in columns})
-        results = _validate_frame(suite, _with_numbers(empty, numbers))
-        _raise_on_column_mismatch(results, label)
-        _count(results, tally, broken)
+        outcomes = side_process.call(check_chunk, None, spec=spec, columns=columns, numbers=numbers)
+        _raise_on_column_mismatch(outcomes, label)
+        _count(outcomes, tally, broken)
     failures = [
         {"expectation": expectation, "column": column, "unexpected_count": str(count)}
         for (expectation, column), count in tally.items()
@@ -150,44 +134,15 @@ def _validate(
     return broken
 
 
-def _derived_numbers(suite: gx.ExpectationSuite) -> list[str]:
-    """Numeric columns whose derived ``"<name> (as number)"`` column some expectation reads."""
-    names: list[str] = []
-    for expectation in suite.expectations:
-        meta = expectation.meta or {}
-        names += [meta["number_of"]] if "number_of" in meta else []
-        names += list(meta.get("numbers_of") or [])
-    return names
-
-
-def _validate_frame(suite: gx.ExpectationSuite, frame: pd.DataFrame) -> list[Any]:
-    batch = _batch_definition().get_batch(batch_parameters={"dataframe": frame})
-    return list(batch.validate(suite, result_format=_RESULT_FORMAT).results)
-
-
-def _frame(batch: pa.RecordBatch, numbers: list[str]) -> pd.DataFrame:
-    return _with_numbers(batch.to_pandas(), numbers)
-
-
-def _with_numbers(frame: pd.DataFrame, numbers: list[str]) -> pd.DataFrame:
-    """Add the derived ``DOUBLE`` column of each range-checked numeric column (NaN where not a number)."""
-    for name in numbers:
-        frame[number_column(name)] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
-    return frame
-
-
 # ---------------------------------------------------------------------- results
-def _raise_on_column_mismatch(results: Iterable[Any], label: str) -> None:
+def _raise_on_column_mismatch(outcomes: Iterable[Outcome], label: str) -> None:
     """Raise when the table's columns differ from the suite's (column expectations cannot run then)."""
-    for result in results:
-        config = result.expectation_config
-        if config.type != _COLUMN_SET or result.success:
+    for outcome in outcomes:
+        if outcome.expectation != COLUMN_SET or outcome.success:
             continue
-        mismatched = (result.result.get("details") or {}).get("mismatched") or {}
-        missing = _schema_names(mismatched.get("missing") or [])
-        undeclared = [str(name) for name in mismatched.get("unexpected") or []]
+        missing, undeclared = list(outcome.missing), list(outcome.undeclared)
         failures = [
-            {"expectation": _COLUMN_SET, "column": name, "unexpected_count": "1"} for name in [*missing, *undeclared]
+            {"expectation": COLUMN_SET, "column": name, "unexpected_count": "1"} for name in [*missing, *undeclared]
         ]
         parts = [f"missing columns {missing}"] if missing else []
         parts += [f"undeclared columns {undeclared}"] if undeclared else []
@@ -198,44 +153,21 @@ def _raise_on_column_mismatch(results: Iterable[Any], label: str) -> None:
         )
 
 
-def _schema_names(names: Iterable[str]) -> list[str]:
-    """Map derived ``"<name> (as number)"`` columns back to their schema column, keeping order, once."""
-    out: list[str] = []
-    for name in names:
-        base = str(name).removesuffix(number_column(""))
-        if base not in out:
-            out.append(base)
-    return out
-
-
-def _count(results: Iterable[Any], tally: dict[tuple[str, str], int], broken: dict[str, int]) -> None:
-    for result in results:
-        config = result.expectation_config
-        column = (config.meta or {}).get("schema_column") or config.kwargs.get("column") or "(table)"
-        if _raised(result.exception_info):
+def _count(outcomes: Iterable[Outcome], tally: dict[tuple[str, str], int], broken: dict[str, int]) -> None:
+    for outcome in outcomes:
+        if outcome.raised:
             raise RuntimeError(
-                f"Great Expectations could not evaluate {config.type} on column {column!r}; this is a bug in the "
-                "suite or the validation frame (the exception text is withheld because it may quote data)"
+                f"Great Expectations could not evaluate {outcome.expectation} on column {outcome.column!r}; this is "
+                "a bug in the suite or the validation frame (the exception text is withheld because it may quote data)"
             )
-        rule = (config.meta or {}).get("rule")
-        if rule is not None:  # rows breaking a public rule: the observed row count under its condition
-            broken[rule] += int(result.result.get("observed_value") or 0)
+        if outcome.rule is not None:  # rows breaking a public rule: the observed row count under its condition
+            broken[outcome.rule] += outcome.observed_value
             continue
-        if result.success:
+        if outcome.success:
             continue
-        count = int(result.result.get("unexpected_count") or 0) if config.type != _COLUMN_SET else 1
-        count = max(count, 1)
-        key = (config.type, column)
+        count = max(outcome.unexpected_count if outcome.expectation != COLUMN_SET else 1, 1)
+        key = (outcome.expectation, outcome.column)
         tally[key] = tally.get(key, 0) + count
-
-
-def _raised(info: Any) -> bool:
-    """True if a GX exception_info (flat, or keyed by metric) reports a raised exception."""
-    if not isinstance(info, dict):
-        return False
-    if info.get("raised_exception"):
-        return True
-    return any(isinstance(v, dict) and v.get("raised_exception") for v in info.values())
 
 
 def _message(

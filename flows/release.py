@@ -140,12 +140,18 @@ def _finish(prepared: _Prepared, result: SynthesisResult, true_answers: np.ndarr
     """
     config, schema, run, plan = prepared.config, prepared.schema, prepared.run, prepared.plan
     codes, frame = decode_synthetic(config, schema, result, plan, prepared.rngs["decode"])
-    check_synthetic(config, schema, frame)
-    outputs = stage_outputs(config, frame, run)
-    error_report(
-        config, prepared.data, prepared.workload, result, plan, codes, run, prepared.rngs["report"],
-        true_answers=true_answers,
-    )
+    # the synthetic table is validated (mostly in the side process) while the outputs are staged and the report is
+    # drawn; nothing is published before it passes
+    checked = check_synthetic.submit(config, schema, frame)
+    try:
+        outputs = stage_outputs(config, frame, run)
+        error_report(
+            config, prepared.data, prepared.workload, result, plan, codes, run, prepared.rngs["report"],
+            true_answers=true_answers,
+        )
+    finally:
+        checked.wait()
+    checked.result()
     config_path = str(Path(prepared.config_path).resolve())
     write_manifests(config, config_path, plan, prepared.receipts, outputs, len(frame), prepared.seed_file, run)
     paths = publish_release(run)

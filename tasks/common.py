@@ -12,16 +12,14 @@ messages are written never to contain data, so they pass through unchanged.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from prefect.cache_policies import NO_CACHE
 
-from dqrelease.errors import InternalError, ReleaseError
+from dqrelease.errors import InternalError, ReleaseError, debugging
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
-DEBUG_VARIABLE = "DQRELEASE_DEBUG"
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -37,7 +35,7 @@ def private_errors(function: Callable[P, R]) -> Callable[P, R]:
         except ReleaseError:
             raise
         except Exception as error:
-            if os.environ.get(DEBUG_VARIABLE) == "1":
+            if debugging():
                 raise
             raise InternalError(
                 f"{function.__name__} failed with {type(error).__name__}; rerun with `dqrelease --debug` "

@@ -42,7 +42,7 @@ def decode_synthetic(
 @task(name="validate-synthetic", **TASK_OPTIONS)
 @private_errors
 def check_synthetic(config: ReleaseConfig, schema: Schema, frame: pd.DataFrame) -> None:
-    """Validate the synthetic table with the schema's published suite, before anything is staged.
+    """Validate the synthetic table with the schema's published suite, before anything is published.
 
     The suite has one expectation per public rule of the schema: a published row breaking a rule fails the release
     (exit 3), whatever the rule's ``on_violation`` (that key is about the raw table).

@@ -41,6 +41,11 @@ MECHANISM_KEYS = {
 
 @pytest.fixture(scope="module")
 def table() -> tuple[Dataset, object]:
+    return toy_table()
+
+
+def toy_table() -> tuple[Dataset, object]:
+    """A small correlated table and its all 1-way + 2-way workload."""
     domain = Domain(tuple(Attribute(name=name, size=len(labels), labels=labels) for name, labels in COLUMNS.items()))
     rng = make_rng(21)
     colour = rng.choice(3, size=N, p=[0.6, 0.3, 0.1])

@@ -1,0 +1,205 @@
+"""The side process: a child that imports the slow libraries while the run starts, then works beside it.
+
+A small release spends most of its time outside the mechanism importing libraries and drawing: Great
+Expectations alone costs about 3 s of CPU to import (it pulls in scipy.stats, altair and sqlalchemy), and the
+report's charts about 3 s to draw. ``dqrelease run`` therefore starts this process (:func:`running`) as soon as
+the config has been checked. On the machine's other core it imports Great Expectations (and builds its
+context) and matplotlib while the run imports Prefect, ingests and plans; then it validates each chunk of a
+table (:mod:`expectations.validate`) and draws a chart of the report while the run draws the others
+(:mod:`dqrelease.report`).
+
+Without a running side process (the Python API, tests, a Dask worker) every call runs in the calling process:
+the results are the same either way, byte for byte.
+
+Privacy: what is sent (chunks of the private table, the internal report's figures) travels through a local pipe
+to a child of this process and is never written to disk. An exception raised in the child comes back as a
+:class:`SideProcessError` naming its type only (its text may quote data), or with its traceback when
+``DQRELEASE_DEBUG=1``; a :class:`~dqrelease.errors.ReleaseError` (public by design) comes back as itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import multiprocessing.util
+import os
+import queue
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
+
+from dqrelease.errors import ReleaseError, debugging
+
+__all__ = ["IN_FLIGHT", "Pending", "SideProcess", "SideProcessError", "begin", "call", "call_each", "running"]
+
+IN_FLIGHT = 2
+"""Calls of :func:`call_each` sent ahead: the next chunk is read while the side process validates one."""
+
+_POLL_SECONDS = 0.5
+
+R = TypeVar("R")
+
+
+class SideProcessError(RuntimeError):
+    """An unexpected exception in the side process, or the process ended early."""
+
+
+class SideProcess:
+    """One spawned child process that runs module-level functions in the order they are submitted."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")  # no fork of a process with threads
+        self._requests = context.Queue()
+        self._results = context.Queue()
+        self._ready = context.Event()
+        self._keys = itertools.count()
+        self._process = context.Process(
+            target=_serve, args=(self._requests, self._results, self._ready), name="dqrelease-side", daemon=True
+        )
+        self._process.start()
+
+    def submit(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+        """Queue ``function(*args, **kwargs)`` (a module-level function); return the key of its result."""
+        key = next(self._keys)
+        self._requests.put((key, function, args, kwargs))
+        return key
+
+    def result(self, key: int) -> Any:
+        """Wait for the result of ``key``; raise what the call raised.
+
+        Results come in submission order; those of calls nobody waited for (a :func:`call_each` whose consumer
+        stopped early) are dropped here.
+        """
+        while True:
+            try:
+                got, ok, value = self._results.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                if not self._process.is_alive():
+                    raise SideProcessError(
+                        f"the side process ended (exit code {self._process.exitcode}) before answering"
+                    ) from None
+                continue
+            if got < key:
+                continue
+            if got > key:
+                raise SideProcessError(f"the side process answered call {got}, expected {key}")
+            if ok:
+                return value
+            raise value
+
+    def close(self) -> None:
+        """Stop the process.
+
+        Once warmed up it exits as soon as it reads the stop request (killed if it has not in 5 s); while still
+        importing (a run refused early) it is killed at once, so that the refusal does not wait for the imports.
+        """
+        if self._process.is_alive() and self._ready.is_set():
+            self._requests.put(None)
+            self._process.join(timeout=5.0)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(timeout=5.0)
+        self._requests.close()
+        self._results.close()
+
+
+class Pending(Generic[R]):
+    """A call started by :func:`begin`; :meth:`result` waits for it."""
+
+    def __init__(self, process: SideProcess | None, key: int | None, value: R | None = None) -> None:
+        self._process, self._key, self._value = process, key, value
+
+    def result(self) -> R:
+        """The call's result (raises what it raised)."""
+        if self._process is None:
+            return self._value  # type: ignore[return-value]
+        return self._process.result(self._key)  # type: ignore[arg-type]
+
+
+_current: SideProcess | None = None
+
+
+@contextmanager
+def running() -> Iterator[SideProcess]:
+    """Start the side process; calls inside the block use it; stop it at the end."""
+    global _current
+    if _current is not None:
+        raise RuntimeError("a side process is already running in this process")
+    process = SideProcess()
+    _current = process
+    try:
+        yield process
+    finally:
+        _current = None
+        process.close()
+
+
+def call(function: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+    """``function(*args, **kwargs)`` in the side process if one is running, else here."""
+    return begin(function, *args, **kwargs).result()
+
+
+def begin(function: Callable[..., R], *args: Any, **kwargs: Any) -> Pending[R]:
+    """Start ``function(*args, **kwargs)`` in the side process and return at once; without one, run it here."""
+    if _current is None:
+        return Pending(None, None, function(*args, **kwargs))
+    return Pending(_current, _current.submit(function, *args, **kwargs))
+
+
+def call_each(function: Callable[..., R], items: Iterable[Any], **kwargs: Any) -> Iterator[R]:
+    """``function(item, **kwargs)`` for each item, in order; up to :data:`IN_FLIGHT` items are sent ahead."""
+    process = _current
+    if process is None:
+        yield from (function(item, **kwargs) for item in items)
+        return
+    pending: list[int] = []
+    for item in items:
+        pending.append(process.submit(function, item, **kwargs))
+        if len(pending) >= IN_FLIGHT:
+            yield process.result(pending.pop(0))
+    for key in pending:
+        yield process.result(key)
+
+
+# ---------------------------------------------------------------------- the child
+def _warm_up() -> None:
+    """Import what the calls need: Great Expectations and its context, matplotlib's figure and PNG backend."""
+    from dqrelease.expectations import engine
+    from dqrelease.report import warm_up as warm_up_report
+
+    engine.warm_up()
+    warm_up_report()
+
+
+def _serve(requests: Any, results: Any, ready: Any) -> None:
+    """The child's loop: warm up, then answer ``(key, function, args, kwargs)`` until ``None``."""
+    failure: BaseException | None = None
+    try:
+        _warm_up()
+    except BaseException as error:  # answered to every call below
+        failure = error
+    ready.set()
+    while (request := requests.get()) is not None:
+        key, function, args, kwargs = request
+        try:
+            if failure is not None:
+                raise failure
+            results.put((key, True, function(*args, **kwargs)))
+        except ReleaseError as error:
+            results.put((key, False, error))
+        except BaseException as error:  # reduced to its type: its text may quote data
+            results.put((key, False, _withheld(error)))
+    results.close()
+    results.join_thread()  # every answer is in the pipe
+    # what multiprocessing does when a child's target returns (its finalizers release the queues' semaphores),
+    # then skip the interpreter's teardown of Great Expectations: most of a second the run would wait for
+    multiprocessing.util._exit_function()
+    os._exit(0)
+
+
+def _withheld(error: BaseException) -> SideProcessError:
+    if debugging():
+        text = "".join(traceback.format_exception(error))
+        return SideProcessError(f"{type(error).__name__} in the side process:\n{text}")
+    return SideProcessError(f"{type(error).__name__} in the side process (its text is withheld: it may quote data)")

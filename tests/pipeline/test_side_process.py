@@ -1,0 +1,125 @@
+"""Validation and charts in the side process (:mod:`dqrelease.side_process`) give the in-process results.
+
+One spawned process serves the whole module (its start imports GX: a few seconds).
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import dqrelease.expectations.validate as validate_module
+from dqrelease import side_process as process
+from dqrelease.errors import ConfigInvalidError, ValidationFailedError
+from dqrelease.expectations.engine import SuiteSpec, suite_shape
+from dqrelease.expectations.validate import validate_synthetic, validate_table
+from dqrelease.warehouse import connect
+from tests.constraints.test_rules_pipeline import _raw_frame, _schema, _store
+from tests.pipeline.test_error_report import _report, toy_table
+from tests.pipeline.test_expectations import GOOD, SCHEMA, _table
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with process.running() as running:
+        yield running
+
+
+def _outcome(function, *args, **kwargs):
+    """('ok', value) or ('error', type, failures or message) of a validation call."""
+    try:
+        return ("ok", function(*args, **kwargs))
+    except ValidationFailedError as error:
+        return ("error", type(error).__name__, str(error), error.failures)
+
+
+def test_raw_rule_counts_and_failures_match_in_process(worker, monkeypatch):
+    monkeypatch.setattr(validate_module, "CELLS_PER_CHUNK", 1)  # many chunks: several in flight at once
+    monkeypatch.setattr(validate_module, "MIN_ROWS_PER_CHUNK", 50)
+    report, fail = _schema(on_violation="report"), _schema()
+    with connect(None) as con:
+        _store(con, _raw_frame(600, seed=3))
+        in_worker = [_outcome(validate_table, con, "raw", s, label="raw table") for s in (report, fail)]
+        monkeypatch.setattr(process, "_current", None)
+        in_here = [_outcome(validate_table, con, "raw", s, label="raw table") for s in (report, fail)]
+    assert in_worker == in_here
+    assert in_here[0][0] == "ok" and all(count > 0 for count in in_here[0][1].values())
+    assert in_here[1][0] == "error"
+
+
+def test_failures_summed_over_chunks_and_missing_columns_match(worker, monkeypatch):
+    monkeypatch.setattr(validate_module, "CELLS_PER_CHUNK", 1)
+    monkeypatch.setattr(validate_module, "MIN_ROWS_PER_CHUNK", 3)
+    rows = {k: v * 3 for k, v in GOOD.items()}
+    rows["colour"] = ["red", "zz", "blue", "zz"] * 3
+    cases = [rows, {k: v for k, v in GOOD.items() if k != "size"}, {k: [] for k in GOOD}]
+    results = {}
+    for where in ("worker", "here"):
+        if where == "here":
+            monkeypatch.setattr(process, "_current", None)
+        with connect(None) as con:
+            results[where] = []
+            for case in cases:
+                _table(con, case)
+                results[where].append(_outcome(validate_table, con, "raw", SCHEMA, label="raw table"))
+            _table(con, {**GOOD, "note": ["a", "none", "none", "a"]}, "synthetic")
+            results[where].append(_outcome(validate_synthetic, con, "synthetic", SCHEMA, numeric_values="uniform"))
+    assert results["worker"] == results["here"]
+    assert results["here"][0][3] == [
+        {"expectation": "expect_column_values_to_be_in_set", "column": "colour", "unexpected_count": "6"}
+    ]
+    assert "missing columns ['size']" in results["here"][1][2]
+    assert all(result[0] == "error" for result in results["here"])
+
+
+def test_the_report_drawn_beside_the_side_process_is_the_same_page(worker, monkeypatch, tmp_path):
+    table = toy_table()
+    _report(table, "dualquery", tmp_path / "side")
+    monkeypatch.setattr(process, "_current", None)
+    _report(table, "dualquery", tmp_path / "here")
+    side, here = (_images(tmp_path / where / "error_report.html") for where in ("side", "here"))
+    timed = "oracle seconds per round"  # the solver's wall times differ between two runs
+    assert {k: v for k, v in side.items() if k != timed} == {k: v for k, v in here.items() if k != timed}
+    assert len(side) >= 4
+
+
+def _images(page) -> dict[str, str]:
+    return dict(re.findall(r"<img alt='([^']*)' src='data:image/png;base64,([^']*)'", page.read_text()))
+
+
+def test_release_errors_come_back_as_themselves(worker):
+    with pytest.raises(ConfigInvalidError, match="basket layout needs a schema of binary columns"):
+        process.call(suite_shape, SuiteSpec(schema=SCHEMA, kind="raw", layout="baskets"))
+
+
+def test_other_errors_come_back_by_type_only(worker, monkeypatch):
+    monkeypatch.delenv("DQRELEASE_DEBUG", raising=False)
+    with pytest.raises(process.SideProcessError) as caught:
+        process.call(operator.truediv, 1, 0)
+    assert "ZeroDivisionError" in str(caught.value)
+    assert "division by zero" not in str(caught.value)  # the text is withheld: it may quote data
+    assert process.call(operator.add, 2, 3) == 5  # the process still answers
+
+
+def test_a_process_that_dies_is_reported_not_waited_for(monkeypatch):
+    monkeypatch.setattr(process, "_current", None)  # the module's process stays aside (restored after)
+    with process.running(), pytest.raises(process.SideProcessError, match=r"ended \(exit code 3\)"):
+        process.call(os._exit, 3)
+    assert process._current is None
+
+
+def test_nesting_is_refused(worker):
+    with pytest.raises(RuntimeError, match="already running"), process.running():
+        pass
+
+
+def test_the_validation_stack_imports_no_great_expectations():
+    code = ("import sys, dqrelease.expectations.validate, dqrelease.flows.release; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'great_expectations'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
