@@ -137,19 +137,27 @@ class ZCDPEvent(PrivacyEvent):
 
 # ---------------------------------------------------------------------- generic formulas
 def basic_composition_epsilon(events: list[PrivacyEvent]) -> float:
-    """Σ count·ε over pure events (Dwork & Roth, Theorem 3.16), summed exactly as fractions.
+    """Σ count·ε over pure events (Dwork & Roth, Theorem 3.16), summed exactly, rounded once.
+
+    Every float is ``numerator / 2^k``, so the sum is kept as one integer over the largest power of two (exact, as
+    with :class:`fractions.Fraction`, without a gcd per addition: plans compose thousands of event lists); Python's
+    integer division then rounds it to the nearest float.
 
     Raises:
         AccountingError: If an event is zCDP-only (it has no pure-ε guarantee).
     """
-    total = Fraction(0)
+    numerator, denominator = 0, 1
     for event in events:
         if isinstance(event, ZCDPEvent):
             if event.rho > 0 and event.count > 0:
                 raise AccountingError(f"event {event.label!r} is zCDP-only; it has no pure-ε bound")
             continue
-        total += event.count * Fraction(event.epsilon)
-    return float(total)
+        top, bottom = float(event.epsilon).as_integer_ratio()  # bottom is a power of two
+        if bottom > denominator:
+            numerator *= bottom // denominator
+            denominator = bottom
+        numerator += event.count * top * (denominator // bottom)
+    return numerator / denominator
 
 
 def advanced_composition_epsilon(events: list[PrivacyEvent], delta: float) -> float:

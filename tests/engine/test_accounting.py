@@ -6,7 +6,9 @@ Tolerances match the digits the papers (and the brief) print: 1.0035 -> 5e-5, 2.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from dq_engine.accounting import (
@@ -236,3 +238,18 @@ def test_conversions_reject_delta_outside_open_unit_interval(delta):
 def test_compose_rejects_unknown_mode():
     with pytest.raises(AccountingError, match="must be 'paper' or 'tight'"):
         compose([PureDpEvent(epsilon=0.1)], mode="loose", delta=1e-6)
+
+
+def test_basic_composition_is_the_exact_sum_rounded_once():
+    """The power-of-two integer sum equals the Fraction sum, float for float (and naive float sums differ)."""
+    rng = np.random.default_rng(11)
+    differs = 0
+    for _ in range(500):
+        events = [
+            PureDpEvent(label="e", epsilon=float(rng.random() * 10.0 ** rng.integers(-12, 3)), count=int(c))
+            for c in rng.integers(0, 60, size=rng.integers(1, 40))
+        ]
+        exact = float(sum((Fraction(e.epsilon) * e.count for e in events), Fraction(0)))
+        assert basic_composition_epsilon(events) == exact
+        differs += sum(e.epsilon * e.count for e in events) != exact
+    assert differs > 0  # the check can tell an exact sum from a float one
