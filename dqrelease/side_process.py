@@ -24,6 +24,7 @@ import multiprocessing
 import multiprocessing.util
 import os
 import queue
+import signal
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -173,7 +174,12 @@ def _warm_up() -> None:
 
 
 def _serve(requests: Any, results: Any, ready: Any) -> None:
-    """The child's loop: warm up, then answer ``(key, function, args, kwargs)`` until ``None``."""
+    """The child's loop: warm up, then answer ``(key, function, args, kwargs)`` until ``None``.
+
+    Ctrl-C reaches the whole process group: the child ignores it (no second traceback on the terminal); the run
+    handles it and stops the child.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     failure: BaseException | None = None
     try:
         _warm_up()

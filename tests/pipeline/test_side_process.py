@@ -8,6 +8,7 @@ from __future__ import annotations
 import operator
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -123,3 +124,8 @@ def test_the_validation_stack_imports_no_great_expectations():
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'great_expectations'))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_ctrl_c_is_left_to_the_run(worker):
+    """The child ignores SIGINT (the terminal sends it to the whole process group; the run stops the child)."""
+    assert process.call(signal.getsignal, signal.SIGINT) == signal.SIG_IGN
