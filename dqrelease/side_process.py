@@ -25,6 +25,7 @@ import multiprocessing.util
 import os
 import queue
 import signal
+import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -55,6 +56,10 @@ class SideProcess:
         self._results = context.Queue()
         self._ready = context.Event()
         self._keys = itertools.count()
+        self._submitting = threading.Lock()
+        self._reading = threading.Lock()
+        self._received: dict[int, tuple[bool, Any]] = {}
+        self._abandoned: set[int] = set()
         self._process = context.Process(
             target=_serve, args=(self._requests, self._results, self._ready), name="dqrelease-side", daemon=True
         )
@@ -62,32 +67,46 @@ class SideProcess:
 
     def submit(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
         """Queue ``function(*args, **kwargs)`` (a module-level function); return the key of its result."""
-        key = next(self._keys)
-        self._requests.put((key, function, args, kwargs))
+        with self._submitting:
+            key = next(self._keys)
+            self._requests.put((key, function, args, kwargs))
         return key
 
     def result(self, key: int) -> Any:
         """Wait for the result of ``key``; raise what the call raised.
 
-        Results come in submission order; those of calls nobody waited for (a :func:`call_each` whose consumer
-        stopped early) are dropped here.
+        Several threads may wait at once (the synthetic table is validated in a task thread while the run draws
+        the report): whichever thread reads the pipe files every result under its key for its owner.
         """
         while True:
-            try:
-                got, ok, value = self._results.get(timeout=_POLL_SECONDS)
-            except queue.Empty:
-                if not self._process.is_alive():
-                    raise SideProcessError(
-                        f"the side process ended (exit code {self._process.exitcode}) before answering"
-                    ) from None
-                continue
-            if got < key:
-                continue
-            if got > key:
-                raise SideProcessError(f"the side process answered call {got}, expected {key}")
-            if ok:
-                return value
-            raise value
+            with self._reading:
+                if key in self._received:
+                    ok, value = self._received.pop(key)
+                    break
+                try:
+                    got, ok, value = self._results.get(timeout=_POLL_SECONDS)
+                except queue.Empty:
+                    if not self._process.is_alive():
+                        raise SideProcessError(
+                            f"the side process ended (exit code {self._process.exitcode}) before answering"
+                        ) from None
+                    continue
+                if got == key:
+                    break
+                if got in self._abandoned:
+                    self._abandoned.discard(got)
+                else:
+                    self._received[got] = (ok, value)
+        if ok:
+            return value
+        raise value
+
+    def abandon(self, keys: Iterable[int]) -> None:
+        """Drop the results of ``keys`` when they come (a :func:`call_each` whose consumer stopped early)."""
+        with self._reading:
+            for key in keys:
+                if self._received.pop(key, None) is None:
+                    self._abandoned.add(key)
 
     def close(self) -> None:
         """Stop the process.
@@ -155,12 +174,15 @@ def call_each(function: Callable[..., R], items: Iterable[Any], **kwargs: Any) -
         yield from (function(item, **kwargs) for item in items)
         return
     pending: list[int] = []
-    for item in items:
-        pending.append(process.submit(function, item, **kwargs))
-        if len(pending) >= IN_FLIGHT:
+    try:
+        for item in items:
+            pending.append(process.submit(function, item, **kwargs))
+            if len(pending) >= IN_FLIGHT:
+                yield process.result(pending.pop(0))
+        while pending:
             yield process.result(pending.pop(0))
-    for key in pending:
-        yield process.result(key)
+    finally:  # the consumer stopped early (or a call raised): the results still on their way are dropped
+        process.abandon(pending)
 
 
 # ---------------------------------------------------------------------- the child

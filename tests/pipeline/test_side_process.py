@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -129,3 +130,14 @@ def test_the_validation_stack_imports_no_great_expectations():
 def test_ctrl_c_is_left_to_the_run(worker):
     """The child ignores SIGINT (the terminal sends it to the whole process group; the run stops the child)."""
     assert process.call(signal.getsignal, signal.SIGINT) == signal.SIG_IGN
+
+
+def test_threads_waiting_at_once_each_get_their_own_results(worker):
+    """The synthetic table is validated in a task thread while the run draws the report: both wait at once."""
+    def calls(offset: int) -> list[int]:
+        return [process.call(operator.add, offset, i) for i in range(40)]
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = [pool.submit(calls, 1000 * t) for t in range(3)]
+        results = [future.result(timeout=120) for future in futures]
+    assert results == [[1000 * t + i for i in range(40)] for t in range(3)]
