@@ -77,6 +77,9 @@ def _options(
     if debug:
         os.environ[DEBUG_VARIABLE] = "1"
 
+SIDE_PROCESS_WARM_UP = ("dqrelease.expectations.engine:warm_up", "dqrelease.report:warm_up")
+"""What the side process imports while a run starts: Great Expectations and its context, matplotlib's backend."""
+
 PREFECT_DEFAULTS = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -285,7 +288,7 @@ def run(
 
     # Great Expectations and matplotlib are imported in the side process, on the other core, while this one checks
     # the config and starts the run (a refusal kills it at once)
-    with _exit_codes(), side_process.running():
+    with _exit_codes(), side_process.running(SIDE_PROCESS_WARM_UP):
         _check_before_run(config, dask, accept_low_utility=accept_low_utility)
         summary = _run_release(config, quiet=quiet, dask=dask, accept_low_utility=accept_low_utility)
     out = _stdout()
@@ -509,7 +512,7 @@ def verify(
         from dqrelease import side_process
         from dqrelease.prefect_server import prefect_api
 
-        with side_process.running():  # as for `run`: the slow imports happen beside the replay's start
+        with side_process.running(SIDE_PROCESS_WARM_UP):  # as for `run`: slow imports beside the replay's start
             _prefect_environment()
             api = prefect_api()
             from dqrelease.flows.release import replay_release

@@ -19,6 +19,7 @@ to a child of this process and is never written to disk. An exception raised in 
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import multiprocessing
 import multiprocessing.util
@@ -50,7 +51,7 @@ class SideProcessError(RuntimeError):
 class SideProcess:
     """One spawned child process that runs module-level functions in the order they are submitted."""
 
-    def __init__(self) -> None:
+    def __init__(self, warm_up: tuple[str, ...] = ()) -> None:
         context = multiprocessing.get_context("spawn")  # no fork of a process with threads
         self._requests = context.Queue()
         self._results = context.Queue()
@@ -61,7 +62,8 @@ class SideProcess:
         self._received: dict[int, tuple[bool, Any]] = {}
         self._abandoned: set[int] = set()
         self._process = context.Process(
-            target=_serve, args=(self._requests, self._results, self._ready), name="dqrelease-side", daemon=True
+            target=_serve, args=(self._requests, self._results, self._ready, warm_up), name="dqrelease-side",
+            daemon=True,
         )
         self._process.start()
 
@@ -141,12 +143,16 @@ _current: SideProcess | None = None
 
 
 @contextmanager
-def running() -> Iterator[SideProcess]:
-    """Start the side process; calls inside the block use it; stop it at the end."""
+def running(warm_up: tuple[str, ...] = ()) -> Iterator[SideProcess]:
+    """Start the side process; calls inside the block use it; stop it at the end.
+
+    Args:
+        warm_up: ``"module:function"`` names the child calls first (imports, contexts), while the run starts.
+    """
     global _current
     if _current is not None:
         raise RuntimeError("a side process is already running in this process")
-    process = SideProcess()
+    process = SideProcess(warm_up)
     _current = process
     try:
         yield process
@@ -186,16 +192,14 @@ def call_each(function: Callable[..., R], items: Iterable[Any], **kwargs: Any) -
 
 
 # ---------------------------------------------------------------------- the child
-def _warm_up() -> None:
-    """Import what the calls need: Great Expectations and its context, matplotlib's figure and PNG backend."""
-    from dqrelease.expectations import engine
-    from dqrelease.report import warm_up as warm_up_report
-
-    engine.warm_up()
-    warm_up_report()
+def _warm_up(names: tuple[str, ...]) -> None:
+    """Call each ``"module:function"`` of ``names`` (the child's imports happen there)."""
+    for name in names:
+        module, _, function = name.partition(":")
+        getattr(importlib.import_module(module), function)()
 
 
-def _serve(requests: Any, results: Any, ready: Any) -> None:
+def _serve(requests: Any, results: Any, ready: Any, warm_up: tuple[str, ...]) -> None:
     """The child's loop: warm up, then answer ``(key, function, args, kwargs)`` until ``None``.
 
     Ctrl-C reaches the whole process group: the child ignores it (no second traceback on the terminal); the run
@@ -204,7 +208,7 @@ def _serve(requests: Any, results: Any, ready: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     failure: BaseException | None = None
     try:
-        _warm_up()
+        _warm_up(warm_up)
     except BaseException as error:  # answered to every call below
         failure = error
     ready.set()

@@ -17,6 +17,7 @@ import pytest
 
 import dqrelease.expectations.validate as validate_module
 from dqrelease import side_process as process
+from dqrelease.cli import SIDE_PROCESS_WARM_UP
 from dqrelease.errors import ConfigInvalidError, ValidationFailedError
 from dqrelease.expectations.engine import SuiteSpec, suite_shape
 from dqrelease.expectations.validate import validate_synthetic, validate_table
@@ -28,7 +29,7 @@ from tests.pipeline.test_expectations import GOOD, SCHEMA, _table
 
 @pytest.fixture(scope="module")
 def worker():
-    with process.running() as running:
+    with process.running(SIDE_PROCESS_WARM_UP) as running:  # the CLI's warm-up: a wrong name fails every call
         yield running
 
 
