@@ -77,8 +77,11 @@ def _options(
     if debug:
         os.environ[DEBUG_VARIABLE] = "1"
 
-SIDE_PROCESS_WARM_UP = ("dqrelease.expectations.engine:warm_up", "dqrelease.report:warm_up")
-"""What the side process imports while a run starts: Great Expectations and its context, matplotlib's backend."""
+SIDE_PROCESS_WARM_UP = ("dqrelease.expectations.engine:warm_up",)
+"""What the side process imports while a run starts: Great Expectations and its context (validation waits for it)."""
+
+SIDE_PROCESS_WHEN_IDLE = ("dqrelease.report:warm_up",)
+"""What it imports once first idle (after the raw table's validation): matplotlib's backend, for the report."""
 
 PREFECT_DEFAULTS = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
@@ -288,7 +291,7 @@ def run(
 
     # Great Expectations and matplotlib are imported in the side process, on the other core, while this one checks
     # the config and starts the run (a refusal kills it at once)
-    with _exit_codes(), side_process.running(SIDE_PROCESS_WARM_UP):
+    with _exit_codes(), side_process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE):
         _check_before_run(config, dask, accept_low_utility=accept_low_utility)
         summary = _run_release(config, quiet=quiet, dask=dask, accept_low_utility=accept_low_utility)
     out = _stdout()
@@ -512,7 +515,8 @@ def verify(
         from dqrelease import side_process
         from dqrelease.prefect_server import prefect_api
 
-        with side_process.running(SIDE_PROCESS_WARM_UP):  # as for `run`: slow imports beside the replay's start
+        # as for `run`: slow imports beside the replay's start
+        with side_process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE):
             _prefect_environment()
             api = prefect_api()
             from dqrelease.flows.release import replay_release

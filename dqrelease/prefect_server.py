@@ -74,6 +74,9 @@ MODE_VARIABLE = "DQRELEASE_PREFECT_SERVER"
 STATE_VARIABLE = "DQRELEASE_STATE_DIR"
 """Environment variable overriding the per-user state directory."""
 
+HEARTBEAT_VARIABLES = ("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "PREFECT_RUNNER_HEARTBEAT_FREQUENCY")
+"""Prefect's settings of the flow-run heartbeat; when one is set, a run keeps the user's heartbeat."""
+
 PREFERRED_PORT = 4200
 """Prefect's default server port, used when it is free."""
 
@@ -157,17 +160,29 @@ class PrefectApi:
 
         Prefect's settings are overridden with ``temporary_settings`` for this process, and
         ``PREFECT_API_URL`` is exported for the processes it starts (local Dask workers); both are restored.
+
+        On a server dqrelease runs (``reused``, ``started``, ``ephemeral``) flow-run heartbeats are off unless
+        the user set ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY``: nothing reads them there (they feed automations
+        that mark crashed runs, which such a server does not have), and ending a run waits up to a second for
+        the heartbeat thread's sleep. A configured API keeps Prefect's settings as they are.
         """
-        if self.record is None:
+        if self.source == "configured":
             yield
             return
-        wait_until_ready(self.record)
-        from prefect.settings import PREFECT_API_URL, temporary_settings
+        from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
+        updates: dict = {}
+        if not any(os.environ.get(name) for name in HEARTBEAT_VARIABLES):
+            updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
+        if self.record is None:
+            with temporary_settings(updates=updates):
+                yield
+            return
+        wait_until_ready(self.record)
         previous = os.environ.get("PREFECT_API_URL")
         os.environ["PREFECT_API_URL"] = self.record.api_url
         try:
-            with temporary_settings(updates={PREFECT_API_URL: self.record.api_url}):
+            with temporary_settings(updates={PREFECT_API_URL: self.record.api_url, **updates}):
                 yield
         finally:
             if previous is None:

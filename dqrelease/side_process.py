@@ -4,9 +4,10 @@ A small release spends most of its time outside the mechanism importing librarie
 Expectations alone costs about 3 s of CPU to import (it pulls in scipy.stats, altair and sqlalchemy), and the
 report's charts about 3 s to draw. ``dqrelease run`` therefore starts this process (:func:`running`) as soon as
 the config has been checked. On the machine's other core it imports Great Expectations (and builds its
-context) and matplotlib while the run imports Prefect, ingests and plans; then it validates each chunk of a
-table (:mod:`expectations.validate`) and draws a chart of the report while the run draws the others
-(:mod:`dqrelease.report`).
+context) while the run imports Prefect, ingests and plans; then it validates each chunk of a table
+(:mod:`expectations.validate`). Matplotlib is imported when the process is first idle (the raw table is
+validated first: the run waits for that, not for the report), and the process draws a chart of the report while
+the run draws the others (:mod:`dqrelease.report`).
 
 Without a running side process (the Python API, tests, a Dask worker) every call runs in the calling process:
 the results are the same either way, byte for byte.
@@ -41,6 +42,9 @@ IN_FLIGHT = 2
 
 _POLL_SECONDS = 0.5
 
+IDLE_SECONDS = 0.25
+"""Seconds without a request after which the side process does its next ``when_idle`` warm-up."""
+
 R = TypeVar("R")
 
 
@@ -51,7 +55,7 @@ class SideProcessError(RuntimeError):
 class SideProcess:
     """One spawned child process that runs module-level functions in the order they are submitted."""
 
-    def __init__(self, warm_up: tuple[str, ...] = ()) -> None:
+    def __init__(self, warm_up: tuple[str, ...] = (), when_idle: tuple[str, ...] = ()) -> None:
         context = multiprocessing.get_context("spawn")  # no fork of a process with threads
         self._requests = context.Queue()
         self._results = context.Queue()
@@ -62,7 +66,8 @@ class SideProcess:
         self._received: dict[int, tuple[bool, Any]] = {}
         self._abandoned: set[int] = set()
         self._process = context.Process(
-            target=_serve, args=(self._requests, self._results, self._ready, warm_up), name="dqrelease-side",
+            target=_serve, args=(self._requests, self._results, self._ready, warm_up, when_idle),
+            name="dqrelease-side",
             daemon=True,
         )
         self._process.start()
@@ -143,16 +148,19 @@ _current: SideProcess | None = None
 
 
 @contextmanager
-def running(warm_up: tuple[str, ...] = ()) -> Iterator[SideProcess]:
+def running(warm_up: tuple[str, ...] = (), *, when_idle: tuple[str, ...] = ()) -> Iterator[SideProcess]:
     """Start the side process; calls inside the block use it; stop it at the end.
 
     Args:
         warm_up: ``"module:function"`` names the child calls first (imports, contexts), while the run starts.
+        when_idle: Names it calls later, one each time no request has come for :data:`IDLE_SECONDS`: imports that
+            the first calls do not need, so that those calls do not wait for them (a call that comes during one
+            waits for it).
     """
     global _current
     if _current is not None:
         raise RuntimeError("a side process is already running in this process")
-    process = SideProcess(warm_up)
+    process = SideProcess(warm_up, when_idle)
     _current = process
     try:
         yield process
@@ -199,8 +207,11 @@ def _warm_up(names: tuple[str, ...]) -> None:
         getattr(importlib.import_module(module), function)()
 
 
-def _serve(requests: Any, results: Any, ready: Any, warm_up: tuple[str, ...]) -> None:
+def _serve(requests: Any, results: Any, ready: Any, warm_up: tuple[str, ...], when_idle: tuple[str, ...]) -> None:
     """The child's loop: warm up, then answer ``(key, function, args, kwargs)`` until ``None``.
+
+    The ``when_idle`` warm-ups run one at a time while no request waits (a request that comes during one waits
+    for it to end). A warm-up that raises makes every later call raise the same.
 
     Ctrl-C reaches the whole process group: the child ignores it (no second traceback on the terminal); the run
     handles it and stops the child.
@@ -212,7 +223,18 @@ def _serve(requests: Any, results: Any, ready: Any, warm_up: tuple[str, ...]) ->
     except BaseException as error:  # answered to every call below
         failure = error
     ready.set()
-    while (request := requests.get()) is not None:
+    later = list(when_idle)
+    while True:
+        try:
+            request = requests.get(timeout=IDLE_SECONDS) if later and failure is None else requests.get()
+        except queue.Empty:
+            try:
+                _warm_up((later.pop(0),))
+            except BaseException as error:
+                failure = error
+            continue
+        if request is None:
+            break
         key, function, args, kwargs = request
         try:
             if failure is not None:

@@ -119,3 +119,24 @@ def test_a_server_is_started_once_found_again_and_stopped(state: Path, tmp_path:
     assert outcome == "stopped"
     assert not psutil.pid_exists(record.pid) or psutil.Process(record.pid).status() == psutil.STATUS_ZOMBIE
     assert server_status().state == "stopped"
+
+
+@pytest.mark.parametrize(("variable", "expected"), [(None, ["None", "180"]), ("60", ["60", "60"])])
+def test_heartbeats_are_off_on_servers_dqrelease_runs_unless_the_user_set_them(variable, expected):
+    """Nothing reads flow-run heartbeats on our own server, and each run's end waits for the heartbeat thread.
+
+    A configured API keeps Prefect's settings (its default: every 180 s); a user's own setting is kept anywhere.
+    """
+    code = (
+        "from prefect.settings import get_current_settings as current\n"
+        "from dqrelease.prefect_server import PrefectApi\n"
+        "with PrefectApi(source='ephemeral', url=None).connected():\n"
+        "    print(current().flows.heartbeat_frequency)\n"
+        "with PrefectApi(source='configured', url='http://127.0.0.1:9/api').connected():\n"
+        "    print(current().flows.heartbeat_frequency)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if "HEARTBEAT" not in k}
+    if variable is not None:
+        env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = variable
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.split() == expected

@@ -11,25 +11,28 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 import dqrelease.expectations.validate as validate_module
 from dqrelease import side_process as process
-from dqrelease.cli import SIDE_PROCESS_WARM_UP
+from dqrelease.cli import SIDE_PROCESS_WARM_UP, SIDE_PROCESS_WHEN_IDLE
 from dqrelease.errors import ConfigInvalidError, ValidationFailedError
 from dqrelease.expectations.engine import SuiteSpec, suite_shape
 from dqrelease.expectations.validate import validate_synthetic, validate_table
 from dqrelease.warehouse import connect
 from tests.constraints.test_rules_pipeline import _raw_frame, _schema, _store
 from tests.pipeline.test_error_report import _report, toy_table
+from tests.pipeline import side_helpers
 from tests.pipeline.test_expectations import GOOD, SCHEMA, _table
 
 
 @pytest.fixture(scope="module")
 def worker():
-    with process.running(SIDE_PROCESS_WARM_UP) as running:  # the CLI's warm-up: a wrong name fails every call
+    # the CLI's warm-ups: a wrong name fails every call (the idle one: every call after it ran)
+    with process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE) as running:
         yield running
 
 
@@ -142,3 +145,39 @@ def test_threads_waiting_at_once_each_get_their_own_results(worker):
         futures = [pool.submit(calls, 1000 * t) for t in range(3)]
         results = [future.result(timeout=120) for future in futures]
     assert results == [[1000 * t + i for i in range(40)] for t in range(3)]
+
+
+def _poll(condition, seconds: float = 60.0) -> bool:
+    """Ask ``condition`` (a call) now and then, leaving the child idle long enough for its idle warm-ups."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(4 * process.IDLE_SECONDS)
+    return False
+
+
+def test_idle_warm_ups_wait_until_no_call_is_waiting(monkeypatch):
+    """The raw table's validation must not wait for matplotlib: an idle warm-up runs only after the calls."""
+    monkeypatch.setattr(process, "_current", None)
+    with process.running(when_idle=("tests.pipeline.side_helpers:import_marker",)):
+        # sent before the child serves: it is answered before the idle warm-up
+        assert process.call(side_helpers.marker_imported) is False
+        # then, idle for IDLE_SECONDS, the child imports it
+        assert _poll(lambda: process.call(side_helpers.marker_imported))
+    assert "tests.pipeline.side_marker" not in sys.modules  # it ran in the child only
+
+
+def test_a_failing_idle_warm_up_fails_later_calls(monkeypatch):
+    monkeypatch.setattr(process, "_current", None)
+    monkeypatch.delenv("DQRELEASE_DEBUG", raising=False)
+
+    def fails() -> bool:
+        try:
+            process.call(operator.add, 1, 1)
+        except process.SideProcessError as error:
+            return "LookupError" in str(error)
+        return False
+
+    with process.running(when_idle=("tests.pipeline.side_helpers:broken",)):
+        assert _poll(fails)
