@@ -24,8 +24,8 @@ from dqrelease.expectations.engine import SuiteSpec, suite_shape
 from dqrelease.expectations.validate import validate_synthetic, validate_table
 from dqrelease.warehouse import connect
 from tests.constraints.test_rules_pipeline import _raw_frame, _schema, _store
-from tests.pipeline.test_error_report import _report, toy_table
 from tests.pipeline import side_helpers
+from tests.pipeline.test_error_report import _report, toy_table
 from tests.pipeline.test_expectations import GOOD, SCHEMA, _table
 
 
