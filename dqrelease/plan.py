@@ -10,7 +10,9 @@ the mechanism's budget and the noisy count.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import hashlib
 import math
 from typing import TYPE_CHECKING
 
@@ -189,9 +191,41 @@ def plan_release(config: ReleaseConfig, *, n: int, workload: Workload) -> Releas
     from dq_engine.errors import AccountingError, DQEngineError
 
     inputs = plan_inputs(config, n=n, workload=workload)
-    try:
-        return plan_mechanism(config.mechanism, inputs)
-    except AccountingError as error:
-        raise ConfigInvalidError(f"privacy: {error}") from None
-    except DQEngineError as error:
-        raise ConfigInvalidError(f"mechanism: {error}") from None
+    key = _plan_key(config, inputs)
+    if key not in _PLANS:
+        try:
+            plan = plan_mechanism(config.mechanism, inputs)
+        except AccountingError as error:
+            raise ConfigInvalidError(f"privacy: {error}") from None
+        except DQEngineError as error:
+            raise ConfigInvalidError(f"mechanism: {error}") from None
+        while len(_PLANS) >= _PLANS_KEPT:
+            del _PLANS[next(iter(_PLANS))]
+        _PLANS[key] = plan
+    return copy.deepcopy(_PLANS[key])  # callers may change their copy
+
+
+_PLANS: dict[tuple, ReleasePlan] = {}
+"""Plans already made in this process, by :func:`_plan_key` (``dqrelease run`` plans before Prefect starts to
+refuse early, then the flow plans, then the grant checks the plan: the same work three times otherwise)."""
+
+_PLANS_KEPT = 16
+
+
+def _plan_key(config: ReleaseConfig, inputs: PlanInputs) -> tuple:
+    """Everything a plan rule reads: the mechanism's keys and the public inputs, the workload by content."""
+    workload = inputs.workload
+    digest = hashlib.sha256()
+    if workload is not None:
+        digest.update(repr((workload.domain, workload.description)).encode())
+        arrays = [workload.marginals, workload.query_marginal, workload.query_values]
+        for part in workload.parts:
+            digest.update(repr((part.description, part.n_marginals)).encode())
+            arrays.append(part.positions)
+        for array in arrays:
+            digest.update(f"{array.dtype}{array.shape}".encode())
+            digest.update(array.tobytes())
+    return (
+        config.mechanism.model_dump_json(), inputs.public, inputs.mode, inputs.deterministic, inputs.constraints,
+        digest.hexdigest(),
+    )

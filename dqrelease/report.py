@@ -566,20 +566,23 @@ def _columns_plot(columns: list[dict[str, Any]], evaluated: str) -> str | None:
     for axis, column in zip(axes.ravel(), shown, strict=False):
         k = len(column["values"])
         x = np.arange(k)
-        axis.bar(x - 0.2, column["true"], width=0.4, color=TRUE_COLOUR, label="true")
-        axis.bar(x + 0.2, column["published"], width=0.4, color=OUR_COLOUR, label=evaluated)
-        worst = column["values"].index(column["worst_value"])
-        axis.bar(worst + 0.2, column["published"][worst], width=0.4, color=OUR_COLOUR, edgecolor="#c0392b",
-                 linewidth=1.5)
         top = max(max(column["true"]), max(column["published"]))
         logarithmic = _dominated(column["true"])
         if logarithmic:  # one value holds most records: a linear axis would hide every other value
             positive = [v for v in (*column["true"], *column["published"]) if v > 0]
             _log_scale(axis.yaxis)
-            axis.set_ylim(max(min(positive) / 2, 1e-6), top * 1.5)
+            bottom = max(min(positive) / 2, 1e-6)
+            axis.set_ylim(bottom, top * 1.5)
         else:
+            bottom = 0.0
             axis.set_ylim(0, top * 1.12 or 1)
             axis.yaxis.set_major_formatter(_percent_formatter())
+        _bars(axis, x - 0.2, column["true"], bottom=bottom, facecolors=TRUE_COLOUR, label="true")
+        _bars(axis, x + 0.2, column["published"], bottom=bottom, facecolors=OUR_COLOUR, label=evaluated)
+        worst = column["values"].index(column["worst_value"])
+        _bars(axis, [worst + 0.2], [column["published"][worst]], bottom=bottom, facecolors=OUR_COLOUR,
+              edgecolors="#c0392b", linewidths=1.5)
+        axis.set_xlim(-0.4 - 0.05 * k, k - 0.6 + 0.05 * k)  # about the margins ``bar`` leaves
         scale = ", log scale" if logarithmic else ""
         axis.set_title(f"{column['column']}  (TVD {_fmt(column['tvd'], 2)}{scale})", fontsize=9, y=1.0)
         axis.set_xticks(x)
@@ -597,16 +600,32 @@ def _columns_plot(columns: list[dict[str, Any]], evaluated: str) -> str | None:
     return _png(figure, tight=False)
 
 
-def _log_scale(axis) -> None:
-    """Make ``axis`` logarithmic with plain-text tick labels (``0.01``).
+def _bars(axis, x, heights, *, bottom: float, width: float = 0.4, **style: Any) -> None:
+    """Bars from ``bottom`` as one collection (``Axes.bar`` makes a patch per bar: most of a chart's time).
 
-    The default labels are mathtext (``10^-2``), whose parsing took about a third of the report's drawing time.
+    The axis's limits are left to the caller.
     """
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.collections import PolyCollection
+
+    left = np.asarray(x, dtype=float) - width / 2
+    top = np.maximum(np.asarray(heights, dtype=float), bottom)
+    low = np.full_like(left, bottom)
+    corners = np.stack([np.stack(pair, axis=1) for pair in
+                        ((left, low), (left, top), (left + width, top), (left + width, low))], axis=1)
+    axis.add_collection(PolyCollection(corners, **{"edgecolors": "none", **style}), autolim=False)
+
+
+def _log_scale(axis) -> None:
+    """Make ``axis`` logarithmic with plain-text tick labels (``0.01``) and no minor ticks.
+
+    The default labels are mathtext (``10^-2``), whose parsing took about a third of the report's drawing time;
+    the minor ticks, unlabelled, another tenth.
+    """
+    from matplotlib.ticker import FuncFormatter, NullLocator
 
     axis.axes.set_yscale("log") if axis.axis_name == "y" else axis.axes.set_xscale("log")
     axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    axis.set_minor_formatter(NullFormatter())
+    axis.set_minor_locator(NullLocator())
 
 
 def _dominated(shares: list[float]) -> bool:

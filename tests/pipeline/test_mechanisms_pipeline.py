@@ -375,3 +375,25 @@ def test_default_rules_give_the_parameters_recorded_in_the_adult_benchmark(requi
         expected = {key: pytest.approx(recorded[key], rel=1e-12) if isinstance(recorded[key], float) else recorded[key]
                     for key in keys}
         assert {key: getattr(config, key) for key in keys} == expected, row["epsilon"]
+
+
+def test_a_process_plans_each_config_once_and_each_caller_gets_its_own_copy(workspace: Path, monkeypatch):
+    """`dqrelease run` plans before Prefect starts, then in the flow, then in the grant: one computation."""
+    import dqrelease.plan as plan_module
+
+    monkeypatch.setattr(plan_module, "_PLANS", {})
+    path = _write(workspace, "fem")
+    first = _plan(path)
+    assert len(plan_module._PLANS) == 1
+    first.parameters["rounds"] = -1  # a caller changing its copy changes nobody else's
+    first.notes.append("changed here")
+    again = _plan(path)
+    assert again.parameters["rounds"] == 6 and "changed here" not in again.notes
+    assert len(plan_module._PLANS) == 1
+
+    monkeypatch.setattr(plan_module, "_PLANS", {})
+    assert again.as_dict() == _plan(path).as_dict()  # the same as a plan made afresh
+
+    lower = _plan(_write(workspace, "fem", epsilon=0.5))  # another target: planned again, not taken from memory
+    assert len(plan_module._PLANS) == 2
+    assert lower.charged.epsilon < again.charged.epsilon <= 1.0
