@@ -169,11 +169,14 @@ def _plan_public(loaded: Any, schema: Any) -> tuple[Any, Any, Any]:
     return domain, workload, plan_release(loaded, n=int(loaded.privacy.n), workload=workload)
 
 
-def _check_before_run(config: Path, dask: str | None, *, accept_low_utility: bool = False) -> None:
+def _check_before_run(config: Path, dask: str | None, *, accept_low_utility: bool = False) -> Any:
     """Refuse a missing or invalid config, schema, source path, plan or Dask address before Prefect starts.
 
     A plan whose utility forecast is no better than publishing zeros or uniform data is refused too (exit 2,
     nothing read or charged) unless ``accept_low_utility``.
+
+    Returns:
+        The release's schema.
     """
     loaded, schema = _load(config)
     from dqrelease.cluster import local_worker_count
@@ -188,6 +191,7 @@ def _check_before_run(config: Path, dask: str | None, *, accept_low_utility: boo
     address = dask or loaded.run.dask_address
     if address is not None:
         local_worker_count(address)
+    return schema
 
 
 class _QuietConsole(logging.Filter):
@@ -292,7 +296,10 @@ def run(
     # Great Expectations and matplotlib are imported in the side process, on the other core, while this one checks
     # the config and starts the run (a refusal kills it at once)
     with _exit_codes(), side_process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE):
-        _check_before_run(config, dask, accept_low_utility=accept_low_utility)
+        schema = _check_before_run(config, dask, accept_low_utility=accept_low_utility)
+        from dqrelease.expectations.validate import prepare_raw_suite
+
+        prepare_raw_suite(schema)  # built in the side process right after its imports, before the data is read
         summary = _run_release(config, quiet=quiet, dask=dask, accept_low_utility=accept_low_utility)
     out = _stdout()
     cost = summary["privacy"][summary["accounting_mode"]]

@@ -35,7 +35,9 @@ from typing import Any, Generic, TypeVar
 
 from dqrelease.errors import ReleaseError, debugging
 
-__all__ = ["IN_FLIGHT", "Pending", "SideProcess", "SideProcessError", "begin", "call", "call_each", "running"]
+__all__ = [
+    "IN_FLIGHT", "Pending", "SideProcess", "SideProcessError", "begin", "call", "call_each", "prefetch", "running",
+]
 
 IN_FLIGHT = 2
 """Calls of :func:`call_each` sent ahead: the next chunk is read while the side process validates one."""
@@ -179,6 +181,16 @@ def begin(function: Callable[..., R], *args: Any, **kwargs: Any) -> Pending[R]:
     if _current is None:
         return Pending(None, None, function(*args, **kwargs))
     return Pending(_current, _current.submit(function, *args, **kwargs))
+
+
+def prefetch(function: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Start ``function(*args, **kwargs)`` in the side process for its effect there (a cache it fills); no result.
+
+    Without a side process nothing is done. What it returns or raises is dropped: the later call that needs the
+    cache raises the same again.
+    """
+    if _current is not None:
+        _current.abandon([_current.submit(function, *args, **kwargs)])
 
 
 def call_each(function: Callable[..., R], items: Iterable[Any], **kwargs: Any) -> Iterator[R]:

@@ -69,6 +69,14 @@ def validate_table(con: duckdb.DuckDBPyConnection, table: str, schema: Schema, *
     return _validate(con, table, spec, label=label, failing_rules=failing)
 
 
+def prepare_raw_suite(schema: Schema) -> None:
+    """Start building the raw table's suite in the side process while the run starts (validation then finds it).
+
+    The wide layout's suite: a basket table (known only once ingested) builds its own when validated.
+    """
+    side_process.prefetch(suite_shape, SuiteSpec(schema=schema, kind="raw", layout="wide"))
+
+
 def validate_synthetic(
     con: duckdb.DuckDBPyConnection,
     table: str,

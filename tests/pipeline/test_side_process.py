@@ -181,3 +181,19 @@ def test_a_failing_idle_warm_up_fails_later_calls(monkeypatch):
 
     with process.running(when_idle=("tests.pipeline.side_helpers:broken",)):
         assert _poll(fails)
+
+
+def test_prefetch_fills_the_side_process_and_returns_nothing(worker, monkeypatch):
+    """The raw suite is built while the run starts; what a prefetch returns or raises is dropped."""
+    process.prefetch(operator.truediv, 1, 0)  # raises in the child: dropped
+    process.prefetch(operator.add, 1, 2)
+    assert process.call(operator.add, 2, 3) == 5  # the next calls get their own results, in order
+    assert process.call(operator.mul, 2, 3) == 6
+    monkeypatch.setattr(process, "_current", None)
+    process.prefetch(operator.truediv, 1, 0)  # without a side process nothing runs (so nothing raises)
+
+
+def test_the_raw_suite_prefetched_is_the_one_validation_uses(worker):
+    validate_module.prepare_raw_suite(SCHEMA)
+    spec = SuiteSpec(schema=SCHEMA, kind="raw", layout="wide")
+    assert process.call(suite_shape, spec) == suite_shape(spec)
