@@ -6,6 +6,7 @@ public ``n``, the target (ε, δ), the domain, the number of queries ``N`` and o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from dq_engine.accounting import approx_dp_from_zcdp
@@ -54,12 +55,65 @@ class PublicQuantities:
 
 
 def largest_rho(epsilon: float, delta: float) -> float:
-    """Largest ρ with ``approx_dp_from_zcdp(ρ, δ) <= ε`` (80 bisection steps on [0, ε], exact check)."""
-    low, high = 0.0, float(epsilon)
+    """Largest ρ with ``approx_dp_from_zcdp(ρ, δ) <= ε``: 80 bisection steps on ``[0, ε]``, exact check.
+
+    The result is the plain bisection's, bit for bit; only the number of conversions (each a numeric search in
+    OpenDP, a few milliseconds) is smaller, about 13 instead of 55. The conversion grows with ρ, so a step
+    whose midpoint is at most a ρ already checked to fit, or at least one checked not to, needs no conversion:
+    :func:`_bracket` first finds two such ρ a float apart (false position from the simple conversion's ρ,
+    which always fits), and the bisection converts only midpoints between them.
+    """
+    epsilon = float(epsilon)
+    fits, too_large = _bracket(epsilon, delta)
+    low, high = 0.0, epsilon
     for _ in range(80):
         middle = 0.5 * (low + high)
-        if approx_dp_from_zcdp(middle, delta) <= epsilon:
+        if middle <= fits or (middle < too_large and approx_dp_from_zcdp(middle, delta) <= epsilon):
             low = middle
         else:
             high = middle
     return low
+
+
+_BRACKET_STEPS = 60
+"""Most conversions :func:`_bracket` makes (it usually needs 10-16)."""
+
+
+def _bracket(epsilon: float, delta: float) -> tuple[float, float]:
+    """A ρ that fits within ``epsilon`` and one that does not (``inf`` when ρ = ε fits), close together.
+
+    False position with the Illinois modification on ``g(ρ) = approx_dp_from_zcdp(ρ, δ) - ε``, started from
+    ``[ρ_simple, ε]`` where ``ρ_simple`` solves ``ρ + 2√(ρ ln(1/δ)) = ε`` (the simple conversion bounds the
+    optimal one from above, so it fits; checked anyway). Once ``g`` is exactly 0 the next float up is tried.
+    """
+    log_term = math.log(1.0 / delta)
+    low = (math.sqrt(log_term + epsilon) - math.sqrt(log_term)) ** 2
+    g_low = approx_dp_from_zcdp(low, delta) - epsilon
+    if g_low > 0:
+        low, g_low = 0.0, -epsilon
+    high = epsilon
+    g_high = approx_dp_from_zcdp(high, delta) - epsilon
+    if g_high <= 0:
+        return high, math.inf
+    side = 0
+    for _ in range(_BRACKET_STEPS):
+        if math.nextafter(low, math.inf) >= high:
+            break
+        if g_low == 0.0:
+            x = math.nextafter(low, math.inf)
+        else:
+            x = (low * g_high - high * g_low) / (g_high - g_low)
+            if not low < x < high:
+                x = 0.5 * (low + high)
+        g = approx_dp_from_zcdp(x, delta) - epsilon
+        if g <= 0:
+            low, g_low = x, g
+            if side == -1:
+                g_high /= 2
+            side = -1
+        else:
+            high, g_high = x, g
+            if side == 1:
+                g_low /= 2
+            side = 1
+    return low, high

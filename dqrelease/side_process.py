@@ -5,8 +5,8 @@ Expectations alone costs about 3 s of CPU to import (it pulls in scipy.stats, al
 report's charts about 3 s to draw. ``dqrelease run`` therefore starts this process (:func:`running`) as soon as
 the config has been checked. On the machine's other core it imports Great Expectations (and builds its
 context) while the run imports Prefect, ingests and plans; then it validates each chunk of a table
-(:mod:`expectations.validate`). Matplotlib is imported when the process is first idle (the raw table is
-validated first: the run waits for that, not for the report), and the process draws a chart of the report while
+(:mod:`expectations.validate`). Matplotlib is imported when the process is first idle after the raw
+table's validation (the run waits for that, not for the report), and the process draws a chart of the report while
 the run draws the others (:mod:`dqrelease.report`).
 
 Without a running side process (the Python API, tests, a Dask worker) every call runs in the calling process:
@@ -76,9 +76,16 @@ class SideProcess:
 
     def submit(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
         """Queue ``function(*args, **kwargs)`` (a module-level function); return the key of its result."""
+        return self._put(function, args, kwargs, awaited=True)
+
+    def prefetch(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Queue ``function(*args, **kwargs)`` for its effect in the child; its result is dropped."""
+        self.abandon([self._put(function, args, kwargs, awaited=False)])
+
+    def _put(self, function: Callable[..., Any], args: tuple, kwargs: dict[str, Any], *, awaited: bool) -> int:
         with self._submitting:
             key = next(self._keys)
-            self._requests.put((key, function, args, kwargs))
+            self._requests.put((key, awaited, function, args, kwargs))
         return key
 
     def result(self, key: int) -> Any:
@@ -155,9 +162,10 @@ def running(warm_up: tuple[str, ...] = (), *, when_idle: tuple[str, ...] = ()) -
 
     Args:
         warm_up: ``"module:function"`` names the child calls first (imports, contexts), while the run starts.
-        when_idle: Names it calls later, one each time no request has come for :data:`IDLE_SECONDS`: imports that
-            the first calls do not need, so that those calls do not wait for them (a call that comes during one
-            waits for it).
+        when_idle: Names it calls later, one each time no request has come for :data:`IDLE_SECONDS` once it has
+            answered a call that someone waits for (not a :func:`prefetch`): imports that the first calls do not
+            need, so that those calls do not wait for them (a call that comes during one waits for it). In a
+            release the first awaited call is the raw table's validation, which comes after the ingest.
     """
     global _current
     if _current is not None:
@@ -190,7 +198,7 @@ def prefetch(function: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     cache raises the same again.
     """
     if _current is not None:
-        _current.abandon([_current.submit(function, *args, **kwargs)])
+        _current.prefetch(function, *args, **kwargs)
 
 
 def call_each(function: Callable[..., R], items: Iterable[Any], **kwargs: Any) -> Iterator[R]:
@@ -223,7 +231,9 @@ def _serve(requests: Any, results: Any, ready: Any, warm_up: tuple[str, ...], wh
     """The child's loop: warm up, then answer ``(key, function, args, kwargs)`` until ``None``.
 
     The ``when_idle`` warm-ups run one at a time while no request waits (a request that comes during one waits
-    for it to end). A warm-up that raises makes every later call raise the same.
+    for it to end), from the first awaited call's answer on: a prefetch is usually followed by the call that
+    needs it, after the run has done something else in between. A warm-up that raises makes every later call
+    raise the same.
 
     Ctrl-C reaches the whole process group: the child ignores it (no second traceback on the terminal); the run
     handles it and stops the child.
@@ -236,9 +246,11 @@ def _serve(requests: Any, results: Any, ready: Any, warm_up: tuple[str, ...], wh
         failure = error
     ready.set()
     later = list(when_idle)
+    answered = False  # an awaited call (not a prefetch) has been answered: idle time is idle from then on
     while True:
         try:
-            request = requests.get(timeout=IDLE_SECONDS) if later and failure is None else requests.get()
+            idle = later and failure is None and answered
+            request = requests.get(timeout=IDLE_SECONDS) if idle else requests.get()
         except queue.Empty:
             try:
                 _warm_up((later.pop(0),))
@@ -247,7 +259,8 @@ def _serve(requests: Any, results: Any, ready: Any, warm_up: tuple[str, ...], wh
             continue
         if request is None:
             break
-        key, function, args, kwargs = request
+        key, awaited, function, args, kwargs = request
+        answered = answered or awaited
         try:
             if failure is not None:
                 raise failure

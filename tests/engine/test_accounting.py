@@ -253,3 +253,37 @@ def test_basic_composition_is_the_exact_sum_rounded_once():
         assert basic_composition_epsilon(events) == exact
         differs += sum(e.epsilon * e.count for e in events) != exact
     assert differs > 0  # the check can tell an exact sum from a float one
+
+
+def _plain_largest_rho(epsilon: float, delta: float) -> float:
+    """The 80-step bisection :func:`dq_engine.public.largest_rho` must reproduce bit for bit."""
+    low, high = 0.0, float(epsilon)
+    for _ in range(80):
+        middle = 0.5 * (low + high)
+        if approx_dp_from_zcdp(middle, delta) <= epsilon:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta"),
+    [(1.0, 1e-9), (0.1, 1e-9), (0.7, 1e-9), (10.0, 1e-6), (0.01, 1e-5), (0.003, 1e-12), (20.0, 1e-3), (2.5, 1e-7)],
+)
+def test_largest_rho_is_the_plain_bisection_bit_for_bit_with_fewer_conversions(epsilon, delta, monkeypatch):
+    import dq_engine.public as public
+
+    expected = _plain_largest_rho(epsilon, delta)
+    approx_dp_from_zcdp.cache_clear()  # count the conversions of this call only
+    calls = []
+
+    def counted(rho: float, delta_: float) -> float:
+        calls.append(rho)
+        return approx_dp_from_zcdp(rho, delta_)
+
+    monkeypatch.setattr(public, "approx_dp_from_zcdp", counted)
+    found = public.largest_rho(epsilon, delta)
+    assert found == expected  # not just close: the release's noise scales follow from these bits
+    assert approx_dp_from_zcdp(found, delta) <= epsilon
+    assert len(set(calls)) <= 25  # the plain bisection needs about 55

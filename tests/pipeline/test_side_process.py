@@ -168,6 +168,17 @@ def test_idle_warm_ups_wait_until_no_call_is_waiting(monkeypatch):
     assert "tests.pipeline.side_marker" not in sys.modules  # it ran in the child only
 
 
+def test_idle_warm_ups_wait_for_the_first_awaited_call(monkeypatch):
+    """A prefetch does not start the idle clock: the raw suite is prefetched, then the run ingests for a while and
+    its validation (the first awaited call) must not wait behind matplotlib's import."""
+    monkeypatch.setattr(process, "_current", None)
+    with process.running(when_idle=("tests.pipeline.side_helpers:import_marker",)):
+        process.prefetch(operator.add, 1, 2)
+        time.sleep(8 * process.IDLE_SECONDS)  # idle, but nothing awaited has been answered yet
+        assert process.call(side_helpers.marker_imported) is False
+        assert _poll(lambda: process.call(side_helpers.marker_imported))
+
+
 def test_a_failing_idle_warm_up_fails_later_calls(monkeypatch):
     monkeypatch.setattr(process, "_current", None)
     monkeypatch.delenv("DQRELEASE_DEBUG", raising=False)
