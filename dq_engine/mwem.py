@@ -91,6 +91,7 @@ __all__ = [
     "mwem",
     "mwem_costs",
     "mwem_events",
+    "simplex_projection",
 ]
 
 MAX_UNIVERSE_LOG2 = 24
@@ -439,8 +440,15 @@ def sample_support(
     Attributes in some workload marginal are drawn from ``support_mix · uniform + (1 - support_mix) ·``
     their noisy one-way marginal (measured once, all together, with exact noise on the counts: L1 sensitivity
     ``2k``, L2 ``√(2k)`` counts for ``k`` attributes under replace-one, ``k`` and ``√k`` under add/remove,
-    ``data.neighbouring``), clipped at 0 and normalised by the noisy total; with ``support_budget = 0`` every
-    attribute is uniform.
+    ``data.neighbouring``), divided by one estimate of ``n`` (the columns' noisy totals averaged, weighted by the
+    inverse of their variance) and projected onto the probability simplex (:func:`simplex_projection`;
+    post-processing); with ``support_budget = 0`` every attribute is uniform.
+
+    The projection, not clipping at 0 and renormalising: in a column where one value holds most rows (capital-loss
+    = 0 for 95 % of Adult), clipping keeps the positive noise of every nearly empty cell and the renormalisation
+    takes that mass from the dominant value, a bias that grows with the number of values; the projection
+    subtracts one threshold from every cell, so the dominant value keeps its share (docs/decisions.md,
+    "The prior's one-way marginals are projected onto the simplex").
 
     With ``constraints`` (carrying a witness) the particles are feasible and follow ``P0`` conditioned on
     feasibility: a rule component small enough to list is drawn from ``P0`` restricted to its feasible values; a
@@ -460,10 +468,13 @@ def sample_support(
             l2=math.sqrt(cells_per_record * k), budget=config.support_budget, rng=rng,
         )
         ends = np.cumsum([len(counts[a]) for a in used])
-        for a, block in zip(used, np.split(noisy, ends[:-1]), strict=True):
-            clipped = np.clip(block, 0, None).astype(np.float64)
-            total = clipped.sum()
-            estimate = clipped / total if total > 0 else priors[a]
+        blocks = [block.astype(np.float64) for block in np.split(noisy, ends[:-1])]
+        # every column's counts sum to n: the noisy totals, weighted by the inverse of their variance (that of a
+        # sum of ``cells`` equally noisy counts), estimate it better than any one column's
+        weights = np.array([1.0 / len(block) for block in blocks])
+        total = float(np.dot(weights, [block.sum() for block in blocks]) / weights.sum())
+        for a, block in zip(used, blocks, strict=True):
+            estimate = simplex_projection(block / total) if total > 0 else priors[a]
             estimates[int(a)] = estimate
             priors[a] = config.support_mix * priors[a] + (1 - config.support_mix) * estimate
     columns = [rng.choice(len(prior), size=config.support_size, p=prior) for prior in priors]
@@ -471,6 +482,20 @@ def sample_support(
     if constraints is not None and len(constraints):
         particles = _feasible_particles(particles, priors, constraints, rng)
     return particles, priors, estimates
+
+
+def simplex_projection(vector: np.ndarray) -> np.ndarray:
+    """The Euclidean projection of ``vector`` onto the probability simplex (Duchi et al. 2008, Fig. 1).
+
+    ``max(v - θ, 0)`` with the one threshold ``θ`` that makes the result sum to 1.
+    """
+    values = np.asarray(vector, dtype=np.float64)
+    ordered = np.sort(values)[::-1]
+    excess = np.cumsum(ordered) - 1.0
+    ranks = np.arange(1, len(values) + 1)
+    last = np.flatnonzero(ordered - excess / ranks > 0)[-1]
+    theta = excess[last] / (last + 1)
+    return np.maximum(values - theta, 0.0)
 
 
 SUPPORT_REJECTION_TRIES = 50
