@@ -228,7 +228,7 @@ def _warm_up(names: tuple[str, ...]) -> None:
 
 
 def _serve(requests: Any, results: Any, ready: Any, warm_up: tuple[str, ...], when_idle: tuple[str, ...]) -> None:
-    """The child's loop: warm up, then answer ``(key, function, args, kwargs)`` until ``None``.
+    """The child's loop: warm up, then answer ``(key, awaited, function, args, kwargs)`` until ``None``.
 
     The ``when_idle`` warm-ups run one at a time while no request waits (a request that comes during one waits
     for it to end), from the first awaited call's answer on: a prefetch is usually followed by the call that
