@@ -47,6 +47,7 @@ __all__ = [
     "em_rho_bounded_range",
     "rounded_up",
     "within_target",
+    "zcdp_from_approx_dp_simple",
     "zcdp_rho",
     "zcdp_to_approx_dp_simple",
 ]
@@ -227,6 +228,17 @@ def zcdp_to_approx_dp_simple(rho: float, delta: float) -> float:
     if not 0 < delta < 1:
         raise AccountingError(f"delta ({delta}) must be in (0, 1)")
     return rho + 2 * math.sqrt(rho * math.log(1 / delta))
+
+
+def zcdp_from_approx_dp_simple(epsilon: float, delta: float) -> float:
+    """The ρ whose simple conversion (:func:`zcdp_to_approx_dp_simple`) is exactly ``epsilon``.
+
+    ``ρ = (√(ln(1/δ) + ε) − √(ln(1/δ)))²``.
+    """
+    if not 0 < delta < 1:
+        raise AccountingError(f"delta ({delta}) must be in (0, 1)")
+    log_term = math.log(1 / delta)
+    return (math.sqrt(log_term + epsilon) - math.sqrt(log_term)) ** 2
 
 
 @lru_cache(maxsize=4096)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from dq_engine.accounting import approx_dp_from_zcdp
+from dq_engine.accounting import approx_dp_from_zcdp, zcdp_from_approx_dp_simple
 from dq_engine.domain import Domain
 from dq_engine.errors import ConfigError
 
@@ -86,8 +86,7 @@ def _bracket(epsilon: float, delta: float) -> tuple[float, float]:
     ``[ρ_simple, ε]`` where ``ρ_simple`` solves ``ρ + 2√(ρ ln(1/δ)) = ε`` (the simple conversion bounds the
     optimal one from above, so it fits; checked anyway). Once ``g`` is exactly 0 the next float up is tried.
     """
-    log_term = math.log(1.0 / delta)
-    low = (math.sqrt(log_term + epsilon) - math.sqrt(log_term)) ** 2
+    low = zcdp_from_approx_dp_simple(epsilon, delta)
     g_low = approx_dp_from_zcdp(low, delta) - epsilon
     if g_low > 0:
         low, g_low = 0.0, -epsilon

@@ -57,13 +57,13 @@ def _target_rho(inputs: PlanInputs) -> float:
     Tight mode: the optimal conversion (:func:`dq_engine.public.largest_rho`); paper mode: seed 004's
     ``ε = ρ + 2√(ρ ln(1/δ))``, i.e. ``ρ = (√(ln(1/δ) + ε) - √ln(1/δ))²``.
     """
+    from dq_engine.accounting import zcdp_from_approx_dp_simple
     from dq_engine.public import largest_rho
 
     public = inputs.public
     if inputs.mode == "tight":
         return largest_rho(public.epsilon, public.delta)
-    log_term = math.log(1.0 / public.delta)
-    return (math.sqrt(log_term + public.epsilon) - math.sqrt(log_term)) ** 2
+    return zcdp_from_approx_dp_simple(public.epsilon, public.delta)
 
 
 def _fit_config(fit: FitKeys, inputs: PlanInputs) -> Any:

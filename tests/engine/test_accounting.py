@@ -287,3 +287,12 @@ def test_largest_rho_is_the_plain_bisection_bit_for_bit_with_fewer_conversions(e
     assert found == expected  # not just close: the release's noise scales follow from these bits
     assert approx_dp_from_zcdp(found, delta) <= epsilon
     assert len(set(calls)) <= 25  # the plain bisection needs about 55
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), [(1.0, 1e-9), (0.1, 1e-6), (5.0, 1e-3)])
+def test_simple_conversion_inverse_gives_back_epsilon(epsilon, delta):
+    from dq_engine.accounting import zcdp_from_approx_dp_simple, zcdp_to_approx_dp_simple
+
+    rho = zcdp_from_approx_dp_simple(epsilon, delta)
+    assert zcdp_to_approx_dp_simple(rho, delta) == pytest.approx(epsilon, rel=1e-12)
+    assert approx_dp_from_zcdp(rho, delta) <= epsilon  # the optimal conversion is below the simple one
