@@ -22,6 +22,12 @@ record of the universe, as a dense tensor of shape ``domain.sizes``. We refuse u
 
 * ``replay_sweeps`` -- after each round the MW update is re-applied over the whole measurement history
   (HLM's own "use of measurement history" improvement); 0 gives plain Algorithm 1.
+* ``final_sweeps`` -- history sweeps after the last round; with ``final_min_sweeps`` below it they stop, after
+  at least ``final_min_sweeps``, once the fit is within the noise (the *discrepancy principle*, Morozov 1966):
+  the squared differences between the fitted and the noisy answers over the whole history, each divided by its
+  measurement's noise variance (public: the sensitivities and the budgets), average at most 1. Fitting closer
+  would fit the noise; stopping earlier leaves the cyclic updates unconverged (docs/decisions.md, "The fit's
+  final sweeps stop at the noise"). Post-processing of the noisy measurements.
 * ``output="final"`` returns ``A_T`` (what implementations of MWEM return); ``"average"`` returns the
   average ``(1/T) Σ A_t`` of Algorithm 1's analysis.
 * ``measure="marginal"`` measures every workload cell of the selected query's marginal at once (L1
@@ -114,7 +120,9 @@ class MWEMConfig:
         measure: ``"query"`` (HLM) or ``"marginal"`` (every workload cell of the selected query's marginal).
         learning_rate: λ of the update ``exp(λ q(x)(m - q(A)))`` in fraction units (HLM: 1/2).
         replay_sweeps: Sweeps over the measurement history after each round (0 = plain Algorithm 1).
-        final_sweeps: Extra history sweeps after the last round (post-processing).
+        final_sweeps: Most history sweeps after the last round (post-processing).
+        final_min_sweeps: Fewest of them; above it the sweeps stop once the fit is within the noise (module
+            docstring). None = ``final_sweeps`` (always that many).
         output: ``"final"`` (``A_T``) or ``"average"`` (``(1/T) Σ A_t``).
         support: ``"universe"`` (exact; refuses large universes) or ``"sampled"`` (see module docstring).
         support_size: Records drawn for ``support="sampled"``.
@@ -140,6 +148,7 @@ class MWEMConfig:
     learning_rate: float = 0.5
     replay_sweeps: int = 1
     final_sweeps: int = 0
+    final_min_sweeps: int | None = None
     output: Literal["final", "average"] = "final"
     support: Literal["universe", "sampled"] = "universe"
     support_size: int = 200_000
@@ -169,6 +178,10 @@ class MWEMConfig:
             raise ConfigError(f"learning_rate ({self.learning_rate}) must be > 0")
         if self.replay_sweeps < 0 or self.final_sweeps < 0:
             raise ConfigError("replay_sweeps and final_sweeps must be >= 0")
+        if self.final_min_sweeps is not None and not 0 <= self.final_min_sweeps <= self.final_sweeps:
+            raise ConfigError(
+                f"final_min_sweeps ({self.final_min_sweeps}) must be in [0, final_sweeps ({self.final_sweeps})]"
+            )
         if self.output not in ("final", "average"):
             raise ConfigError(f"output ({self.output!r}) must be 'final' or 'average'")
         if self.support not in ("universe", "sampled"):
@@ -354,16 +367,21 @@ class _UniverseDistribution:
         axes.append(len(shape) - 1)
         return self.p.reshape(shape).sum(axis=tuple(axes)).ravel()
 
-    def apply(self, m: int, cells: np.ndarray, values: np.ndarray, learning_rate: float) -> None:
-        """``A(x) ← A(x) exp(λ (m_c - A_c))`` for ``x`` in a measured cell ``c`` of marginal ``m``."""
+    def apply(self, m: int, cells: np.ndarray, values: np.ndarray, learning_rate: float) -> np.ndarray:
+        """``A(x) ← A(x) exp(λ (m_c - A_c))`` for ``x`` in a measured cell ``c`` of marginal ``m``.
+
+        Returns the residuals ``m_c - A_c`` before the update.
+        """
         table = self.table(m)
+        residual = values - table[cells]
         log_factor = np.zeros_like(table)
-        log_factor[cells] = learning_rate * (values - table[cells])
+        log_factor[cells] = learning_rate * residual
         shape = [1] * len(self.domain)
         for a in self.index.attributes[m]:
             shape[a] = int(self.domain.sizes[a])
         self.p *= np.exp(log_factor - log_factor.max()).reshape(shape)
         self.p /= self.p.sum()
+        return residual
 
     def snapshot(self) -> np.ndarray:
         return self.p.copy()
@@ -410,6 +428,22 @@ def _answers(distribution: _UniverseDistribution | ParticleDistribution, index: 
     for m in range(index.n_marginals):
         out[starts[m] : starts[m + 1]] = distribution.table(m)[index.query_cells[m]]
     return out
+
+
+def _noise_variance(kind: NoiseKind, *, l1: float, l2: float, budget: float) -> float:
+    """Variance, in counts², of :func:`_noisy_counts`'s noise.
+
+    That of the continuous Laplace or Gaussian it discretises (the discrete one's is within ``1/12`` of it).
+    """
+    if kind == "laplace":
+        return 2.0 * (l1 / budget) ** 2
+    return l2**2 / (2.0 * budget)
+
+
+def _prior_sensitivities(data: Dataset, k: int) -> tuple[float, float]:
+    """L1 and L2 sensitivities, in counts, of the one-way marginals of ``k`` attributes measured together."""
+    cells_per_record = 1 if data.neighbouring == "add-remove" else 2
+    return float(cells_per_record * k), math.sqrt(cells_per_record * k)
 
 
 def _noisy_counts(
@@ -461,11 +495,10 @@ def sample_support(
     estimates: dict[int, np.ndarray] = {}
     if config.support_budget > 0:
         counts = data.one_way_counts()
-        k = len(used)
-        cells_per_record = 1 if data.neighbouring == "add-remove" else 2
+        l1, l2 = _prior_sensitivities(data, len(used))
         noisy = _noisy_counts(
-            config.measure_noise, np.concatenate([counts[a] for a in used]), l1=float(cells_per_record * k),
-            l2=math.sqrt(cells_per_record * k), budget=config.support_budget, rng=rng,
+            config.measure_noise, np.concatenate([counts[a] for a in used]), l1=l1, l2=l2,
+            budget=config.support_budget, rng=rng,
         )
         ends = np.cumsum([len(counts[a]) for a in used])
         blocks = [block.astype(np.float64) for block in np.split(noisy, ends[:-1])]
@@ -541,6 +574,8 @@ class _Measurement:
     marginal: int
     cells: np.ndarray
     values: np.ndarray
+    variance: float
+    """Noise variance of each value (fractions²)."""
 
 
 def _replace_with_seeds(
@@ -554,15 +589,38 @@ def _replace_with_seeds(
     particles[:count] = np.asarray(seeds)[rng.choice(len(seeds), size=count, p=p)]
 
 
-def _prior_measurements(estimates: dict[int, np.ndarray], index: MarginalIndex) -> list[_Measurement]:
+def _prior_measurements(
+    estimates: dict[int, np.ndarray], index: MarginalIndex, variance: float
+) -> list[_Measurement]:
     """The prior's noisy one-way marginals as measurements of the workload's one-way marginals (if it has them)."""
     out = []
     for m in range(index.n_marginals):
         attributes = index.attributes[m]
         if len(attributes) == 1 and int(attributes[0]) in estimates:
             cells = index.query_cells[m]
-            out.append(_Measurement(m, cells, estimates[int(attributes[0])][cells]))
+            out.append(_Measurement(m, cells, estimates[int(attributes[0])][cells], variance))
     return out
+
+
+def _final_sweeps(
+    history: list[_Measurement], apply: Callable[[_Measurement], np.ndarray], config: MWEMConfig
+) -> int:
+    """Sweep the history after the last round; returns the number of sweeps run (module docstring).
+
+    A sweep's discrepancy is the mean, over every measured value of the history, of the squared residual before
+    that value's update divided by its noise variance; from ``final_min_sweeps`` on, a sweep whose discrepancy is
+    at most 1 is the last.
+    """
+    least = config.final_sweeps if config.final_min_sweeps is None else config.final_min_sweeps
+    cells = sum(len(past.values) for past in history)
+    for sweep in range(1, config.final_sweeps + 1):
+        discrepancy = 0.0
+        for past in history:
+            residual = apply(past)
+            discrepancy += float(np.dot(residual, residual)) / past.variance
+        if sweep >= least and discrepancy <= cells:
+            return sweep
+    return config.final_sweeps
 
 
 def mwem(
@@ -625,13 +683,17 @@ def mwem(
     starts = workload.marginal_starts
     sizes_queried = np.diff(starts)
     history: list[_Measurement] = []
-    if config.replay_prior and config.support == "sampled":
-        history += _prior_measurements(prior_estimates, index)
+    if config.replay_prior and config.support == "sampled" and prior_estimates:
+        l1, l2 = _prior_sensitivities(data, len(prior_estimates))
+        variance = _noise_variance(config.measure_noise, l1=l1, l2=l2, budget=config.support_budget) / n**2
+        history += _prior_measurements(prior_estimates, index, variance)
     average = distribution.snapshot() * 0.0 if config.output == "average" else None
     diagnostics: list[RoundDiagnostics] = []
 
-    def apply(measurement: _Measurement) -> None:
-        distribution.apply(measurement.marginal, measurement.cells, measurement.values, config.learning_rate)
+    def apply(measurement: _Measurement) -> np.ndarray:
+        return distribution.apply(
+            measurement.marginal, measurement.cells, measurement.values, config.learning_rate
+        )
 
     estimates = _answers(distribution, index)
     for t in range(1, config.rounds + 1):
@@ -647,7 +709,8 @@ def mwem(
         budget = config.measure_epsilon if config.measure_noise == "laplace" else config.measure_rho
         true_counts = np.rint(true_answers[positions] * data.n)  # q(D)·n: the integer counts
         noisy = _noisy_counts(config.measure_noise, true_counts, l1=l1, l2=l2, budget=budget, rng=rng) / n
-        measurement = _Measurement(m, index.query_cells[m][positions - starts[m]], noisy)
+        variance = _noise_variance(config.measure_noise, l1=l1, l2=l2, budget=budget) / n**2
+        measurement = _Measurement(m, index.query_cells[m][positions - starts[m]], noisy, variance)
         history.append(measurement)
         apply(measurement)
         for _ in range(config.replay_sweeps):
@@ -671,9 +734,7 @@ def mwem(
         )
         if progress is not None:
             progress(diagnostics[-1])
-    for _ in range(config.final_sweeps):
-        for past in history:
-            apply(past)
+    final_sweeps = _final_sweeps(history, apply, config)
     final = average if average is not None else distribution.snapshot()
     codes, weights = distribution.records(final)
     events = mwem_events(config)
@@ -692,6 +753,8 @@ def mwem(
             "learning_rate": config.learning_rate,
             "replay_sweeps": config.replay_sweeps,
             "final_sweeps": config.final_sweeps,
+            "final_min_sweeps": config.final_min_sweeps,
+            "final_sweeps_run": final_sweeps,
             "output": config.output,
             "support": config.support,
             "support_size": config.support_size if config.support == "sampled" else None,

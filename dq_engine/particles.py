@@ -72,17 +72,22 @@ class ParticleDistribution:
         """Marginal ``m`` of the weighted particles (cell probabilities, C order)."""
         return np.bincount(self._cells_of(m), weights=self.p, minlength=int(self.index.n_cells[m]))
 
-    def apply(self, m: int, cells: np.ndarray, values: np.ndarray, learning_rate: float) -> None:
-        """The MW update of the measured cells; ``θ_m`` keeps the running sum of the log factors."""
+    def apply(self, m: int, cells: np.ndarray, values: np.ndarray, learning_rate: float) -> np.ndarray:
+        """The MW update of the measured cells; ``θ_m`` keeps the running sum of the log factors.
+
+        Returns the residuals ``values - A_cells`` before the update.
+        """
         table = self.table(m)
+        residual = values - table[cells]
         log_factor = np.zeros(int(self.index.n_cells[m]))
-        log_factor[cells] = learning_rate * (values - table[cells])
+        log_factor[cells] = learning_rate * residual
         log_factor -= log_factor.max()
         if m not in self.theta:
             self.theta[m] = np.zeros(int(self.index.n_cells[m]))
         self.theta[m] += log_factor
         self.p = self.p * np.exp(log_factor[self._cells_of(m)])
         self.p /= self.p.sum()
+        return residual
 
     def refresh(self, moves: int) -> None:
         """Resample when the effective sample size is below half, then ``moves`` MH sweeps."""
