@@ -430,14 +430,20 @@ def _answers(distribution: _UniverseDistribution | ParticleDistribution, index: 
     return out
 
 
+def _noise_scale(kind: NoiseKind, *, l1: float, l2: float, budget: float) -> float:
+    """Scale, in counts, of :func:`_noisy_counts`'s noise: Laplace ``l1/ε`` (ε-DP) or Gaussian ``σ = l2/√(2ρ)``."""
+    if kind == "laplace":
+        return l1 / budget
+    return l2 / math.sqrt(2.0 * budget)
+
+
 def _noise_variance(kind: NoiseKind, *, l1: float, l2: float, budget: float) -> float:
     """Variance, in counts², of :func:`_noisy_counts`'s noise.
 
     That of the continuous Laplace or Gaussian it discretises (the discrete one's is within ``1/12`` of it).
     """
-    if kind == "laplace":
-        return 2.0 * (l1 / budget) ** 2
-    return l2**2 / (2.0 * budget)
+    scale = _noise_scale(kind, l1=l1, l2=l2, budget=budget)
+    return 2.0 * scale**2 if kind == "laplace" else scale**2
 
 
 def _prior_sensitivities(data: Dataset, k: int) -> tuple[float, float]:
@@ -453,9 +459,10 @@ def _noisy_counts(
 
     Discrete Laplace of scale ``l1/ε`` (ε-DP) or discrete Gaussian with ``σ = l2/√(2ρ)`` (ρ-zCDP).
     """
+    scale = _noise_scale(kind, l1=l1, l2=l2, budget=budget)
     if kind == "laplace":
-        return discrete_laplace(counts, scale=l1 / budget, rng=rng)
-    return discrete_gaussian(counts, sigma=l2 / math.sqrt(2.0 * budget), rng=rng)
+        return discrete_laplace(counts, scale=scale, rng=rng)
+    return discrete_gaussian(counts, sigma=scale, rng=rng)
 
 
 def sample_support(
