@@ -44,6 +44,7 @@ __all__ = [
     "FEM_ROUNDS_CAP",
     "MWEM_PARTICLES_FINAL_MIN_SWEEPS",
     "MWEM_PARTICLES_FINAL_SWEEPS",
+    "MWEM_PARTICLES_FINAL_TOLERANCE",
     "MWEM_PARTICLES_PRIOR_SHARE",
     "MWEM_PARTICLES_ROUNDS_CAP",
     "MWEM_PARTICLES_SUPPORT_SIZE",
@@ -90,6 +91,12 @@ MWEM_PARTICLES_FINAL_MIN_SWEEPS = 10
 """Fewest final sweeps; between this and :data:`MWEM_PARTICLES_FINAL_SWEEPS` they stop once the fit is within the
 noise (:mod:`dq_engine.mwem`, the discrepancy principle): on Adult at ε = 0.1 (seed 0) 100 sweeps fitted the noise
 (worst one-way cell 0.067 instead of 0.050, workload max 0.083 instead of 0.059)."""
+MWEM_PARTICLES_FINAL_TOLERANCE = 1e-3
+"""The final sweeps also stop once one lowers the discrepancy by less than 0.1 % (converged). On ADULT-64 at
+ε = 0.1 the history holds about 6 M noisy 3-way cells, nearly all empty, and its discrepancy stays at 1.001 from the
+first sweep to the hundredth; running all 100 concentrated DualQuery's fitted table on the noise (seed 3: 6,991
+distinct rows, worst one-way cell 0.211 instead of 0.058). On KDD99 each sweep still gains about 1 % at the
+hundredth, and on Adult at ε = 1 (seed 0) the rule stops at sweep 28 instead of 37 with the same figures."""
 
 
 def fem_rounds(public: PublicQuantities, *, cap: int) -> int:
@@ -268,7 +275,8 @@ def mwem_particles_config(
     return MWEMConfig(
         rounds=rounds, measure_noise="gaussian", measure="marginal", learning_rate=2.0, replay_sweeps=1,
         final_sweeps=MWEM_PARTICLES_FINAL_SWEEPS,
-        final_min_sweeps=MWEM_PARTICLES_FINAL_MIN_SWEEPS, support="sampled",
+        final_min_sweeps=MWEM_PARTICLES_FINAL_MIN_SWEEPS, final_tolerance=MWEM_PARTICLES_FINAL_TOLERANCE,
+        support="sampled",
         support_size=MWEM_PARTICLES_SUPPORT_SIZE if support_size is None else support_size, support_mix=0.2,
         support_moves=1, seed_fraction=seed_fraction, replay_prior=replay_prior, delta=public.delta,
         track_error=track_error, **budget,

@@ -26,8 +26,11 @@ record of the universe, as a dense tensor of shape ``domain.sizes``. We refuse u
   at least ``final_min_sweeps``, once the fit is within the noise (the *discrepancy principle*, Morozov 1966):
   the squared differences between the fitted and the noisy answers over the whole history, each divided by its
   measurement's noise variance (public: the sensitivities and the budgets), average at most 1. Fitting closer
-  would fit the noise; stopping earlier leaves the cyclic updates unconverged (docs/decisions.md, "The fit's
-  final sweeps stop at the noise"). Post-processing of the noisy measurements.
+  would fit the noise; stopping earlier leaves the cyclic updates unconverged. They also stop once a sweep
+  lowers that average by less than the relative ``final_tolerance``: on histories of millions of nearly empty
+  noisy cells the average sits a hair above 1 whatever the fit, and further sweeps only concentrate the weights
+  on the noise (docs/decisions.md, "The fit's final sweeps stop at the noise"). Post-processing of the noisy
+  measurements.
 * ``output="final"`` returns ``A_T`` (what implementations of MWEM return); ``"average"`` returns the
   average ``(1/T) Σ A_t`` of Algorithm 1's analysis.
 * ``measure="marginal"`` measures every workload cell of the selected query's marginal at once (L1
@@ -123,6 +126,8 @@ class MWEMConfig:
         final_sweeps: Most history sweeps after the last round (post-processing).
         final_min_sweeps: Fewest of them; above it the sweeps stop once the fit is within the noise (module
             docstring). None = ``final_sweeps`` (always that many).
+        final_tolerance: With ``final_min_sweeps``, the sweeps also stop (after the fewest) at the first sweep
+            that lowers the discrepancy by less than this share of the previous sweep's; 0 = never on that ground.
         output: ``"final"`` (``A_T``) or ``"average"`` (``(1/T) Σ A_t``).
         support: ``"universe"`` (exact; refuses large universes) or ``"sampled"`` (see module docstring).
         support_size: Records drawn for ``support="sampled"``.
@@ -149,6 +154,7 @@ class MWEMConfig:
     replay_sweeps: int = 1
     final_sweeps: int = 0
     final_min_sweeps: int | None = None
+    final_tolerance: float = 0.0
     output: Literal["final", "average"] = "final"
     support: Literal["universe", "sampled"] = "universe"
     support_size: int = 200_000
@@ -182,6 +188,8 @@ class MWEMConfig:
             raise ConfigError(
                 f"final_min_sweeps ({self.final_min_sweeps}) must be in [0, final_sweeps ({self.final_sweeps})]"
             )
+        if not 0 <= self.final_tolerance < 1:
+            raise ConfigError(f"final_tolerance ({self.final_tolerance}) must be in [0, 1)")
         if self.output not in ("final", "average"):
             raise ConfigError(f"output ({self.output!r}) must be 'final' or 'average'")
         if self.support not in ("universe", "sampled"):
@@ -615,18 +623,23 @@ def _final_sweeps(
     """Sweep the history after the last round; returns the number of sweeps run (module docstring).
 
     A sweep's discrepancy is the mean, over every measured value of the history, of the squared residual before
-    that value's update divided by its noise variance; from ``final_min_sweeps`` on, a sweep whose discrepancy is
-    at most 1 is the last.
+    that value's update divided by its noise variance. From ``final_min_sweeps`` on, a sweep is the last when its
+    discrepancy is at most 1 (within the noise) or is lower than the previous sweep's by less than
+    ``final_tolerance`` of it (converged).
     """
     least = config.final_sweeps if config.final_min_sweeps is None else config.final_min_sweeps
     cells = sum(len(past.values) for past in history)
+    previous = math.inf
     for sweep in range(1, config.final_sweeps + 1):
         discrepancy = 0.0
         for past in history:
             residual = apply(past)
             discrepancy += float(np.dot(residual, residual)) / past.variance
-        if sweep >= least and discrepancy <= cells:
+        discrepancy /= max(cells, 1)
+        converged = previous - discrepancy < config.final_tolerance * previous
+        if sweep >= least and (discrepancy <= 1.0 or converged):
             return sweep
+        previous = discrepancy
     return config.final_sweeps
 
 
@@ -761,6 +774,7 @@ def mwem(
             "replay_sweeps": config.replay_sweeps,
             "final_sweeps": config.final_sweeps,
             "final_min_sweeps": config.final_min_sweeps,
+            "final_tolerance": config.final_tolerance,
             "final_sweeps_run": final_sweeps,
             "output": config.output,
             "support": config.support,

@@ -86,7 +86,8 @@ def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
     parameters = {
         key: getattr(engine_config, key)
         for key in ("rounds", "select_epsilon", "measure_rho", "measure_noise", "measure", "learning_rate",
-                    "replay_sweeps", "final_sweeps", "final_min_sweeps", "output", "support", "support_size",
+                    "replay_sweeps", "final_sweeps", "final_min_sweeps",
+                    "final_tolerance", "output", "support", "support_size",
                     "support_budget", "support_mix", "support_moves", "delta")
     }
     notes = []

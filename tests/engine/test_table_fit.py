@@ -253,6 +253,29 @@ def test_final_sweeps_stop_at_the_first_sweep_within_the_noise_and_not_before_th
         MWEMConfig(**base, final_min_sweeps=21)
 
 
+def test_final_sweeps_stop_once_a_sweep_gains_less_than_the_tolerance():
+    """Discrepancies that stay above 1: a plateau (1.001 at every sweep, as on ADULT-64's millions of nearly
+    empty noisy cells) stops at the minimum under a 0.1 % tolerance, but runs to the cap without one; a steady
+    5 % gain a sweep (as on KDD99) is not converged and runs to the cap; a gain that falls under 0.1 % at the
+    8th sweep stops there."""
+    from dq_engine.mwem import _final_sweeps, _Measurement
+
+    def run(discrepancies, tolerance, minimum=3):
+        history = [_Measurement(0, np.arange(1), np.zeros(1), 1.0)]
+        sweeps = iter(discrepancies)
+        config = MWEMConfig(rounds=1, select_epsilon=1.0, measure_rho=1.0, measure_noise="gaussian",
+                            final_sweeps=len(discrepancies), final_min_sweeps=minimum, final_tolerance=tolerance)
+        return _final_sweeps(history, lambda past: np.array([np.sqrt(next(sweeps))]), config)
+
+    assert run([1.001] * 20, 1e-3) == 3
+    assert run([1.001] * 20, 0.0) == 20
+    assert run([2.0 * 0.95**k for k in range(12)], 1e-3) == 12
+    slowing = [2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4, 1.3995, 1.399, 1.3985]
+    assert run(slowing, 1e-3) == 8
+    with pytest.raises(ConfigError, match="final_tolerance"):
+        MWEMConfig(rounds=1, select_epsilon=1.0, measure_rho=1.0, measure_noise="gaussian", final_tolerance=1.0)
+
+
 def test_the_default_fit_stops_its_final_sweeps_at_the_minimum_when_the_noise_is_large(dependent_table: Dataset):
     """ε = 0.05 on 6,000 rows: every measured cell has noise of several percent, which the fit reaches within the
     first sweeps, so the default's sweeps stop at their minimum (10); at ε = 100 the noise is tiny and they go on."""
