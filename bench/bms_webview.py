@@ -51,7 +51,15 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from scale_common import errors_against_baselines, machine, peak_rss_gb, run_dualquery_timed, save_plot, save_report
+from scale_common import (
+    errors_against_baselines,
+    machine,
+    peak_rss_gb,
+    public_text,
+    run_dualquery_timed,
+    save_plot,
+    save_report,
+)
 
 from dq_engine.answers import answer_workload
 from dq_engine.calibration import calibrate_rounds, mechanism_cost
@@ -255,9 +263,10 @@ def run_pipeline(args: argparse.Namespace, *, name: str = "bms1", queries: int =
         output, _ = child.communicate()
     wall = time.perf_counter() - began
     memory.stop()
-    result = {"dataset": name, "queries": queries, "command": " ".join(command), "returncode": child.returncode,
-              "wall_seconds": wall, "peak_rss_main_gb": memory.peak_main / 2**30,
-              "peak_rss_tree_gb": memory.peak_tree / 2**30, "config": config.read_text(), "log_tail": output[-3000:]}
+    result = {"dataset": name, "queries": queries, "command": public_text(" ".join(command)),
+              "returncode": child.returncode, "wall_seconds": wall, "peak_rss_main_gb": memory.peak_main / 2**30,
+              "peak_rss_tree_gb": memory.peak_tree / 2**30, "config": public_text(config.read_text()),
+              "log_tail": public_text(output[-3000:])}
     reports = sorted((work / "out").rglob("error_report.json"))
     if reports:
         report = json.loads(reports[-1].read_text())

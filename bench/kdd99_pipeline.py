@@ -40,7 +40,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from scale_common import machine, save_plot
+from scale_common import machine, public_text, save_plot
 
 from dqrelease.data_home import require_shared_data_dir
 
@@ -182,7 +182,7 @@ def run_release(config: Path, *, timeout: float) -> dict:
     wall = time.perf_counter() - began
     memory.stop()
     tasks, flow_seconds = task_times(output)
-    return {"command": " ".join(command), "returncode": child.returncode, "wall_seconds": wall,
+    return {"command": public_text(" ".join(command)), "returncode": child.returncode, "wall_seconds": wall,
             "flow_seconds": flow_seconds, "peak_rss_main_gb": memory.peak_main / 2**30,
             "peak_rss_tree_gb": memory.peak_tree / 2**30, "tasks": tasks, "log_tail": output[-4000:]}
 
@@ -238,7 +238,7 @@ def main() -> None:
                           accounting=args.accounting)
     result = {"command": " ".join([".venv/bin/python", *sys.argv]), "machine": machine(), "smoke": args.smoke,
               "queries": queries, "rows": rows, "samples": samples, "epsilon": epsilon, "delta": 1e-3,
-              "accounting": args.accounting, "config": config.read_text()}
+              "accounting": args.accounting, "config": public_text(config.read_text())}
     result["run"] = run_release(config, timeout=args.timeout)
     result["error_report"] = error_report(work)
     result["targets"] = {"wall_seconds": 180.0, "peak_gb": 4.0,

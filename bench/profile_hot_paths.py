@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 sys.path.insert(0, str(Path(__file__).parent))
 
 from engine_data import WORKLOAD_SEED, load_adult, load_kdd99
-from scale_common import machine, peak_rss_gb
+from scale_common import machine, peak_rss_gb, public_text
 
 from dq_engine.answers import answer_records, answer_workload
 from dq_engine.dualquery import DualQueryConfig, RoundLoop
@@ -81,7 +81,7 @@ def profiled(name: str, function: Callable[[], object], directory: Path, *, call
     profiler.stop()
     text = profiler.output_text(unicode=True, color=False, flat=True)
     tree = profiler.output_text(unicode=True, color=False, show_all=False)
-    (directory / f"{name}.txt").write_text(f"# flat (self time)\n{text}\n# tree\n{tree}")
+    (directory / f"{name}.txt").write_text(public_text(f"# flat (self time)\n{text}\n# tree\n{tree}"))
 
 
 def main() -> None:

@@ -20,6 +20,9 @@ from dq_engine.dualquery import DualQueryConfig, RoundLoop
 from dq_engine.rng import make_rng
 from dq_engine.workload import Workload
 
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository's root."""
+
 PACKAGES = ("numpy", "scipy", "pandas", "ortools", "opendp", "duckdb", "great_expectations", "prefect",
             "pyinstrument", "matplotlib")
 
@@ -35,6 +38,20 @@ def machine() -> dict:
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     return {"cores": os.cpu_count(), "memory_gb": round(pages / 2**30, 1), "python": platform.python_version(),
             "platform": platform.platform(), "packages": versions, "load_average_start": os.getloadavg()}
+
+
+def public_text(text: str) -> str:
+    """``text`` with this machine's paths made portable, for result files committed to the repo.
+
+    The repository's root becomes ``.`` and the shared data directory ``$DQRELEASE_DATA``
+    (``dqrelease.data_home``), so a recorded command or config names no folder of the machine it ran on.
+    """
+    from dqrelease.data_home import shared_data_dir
+
+    data = shared_data_dir()
+    if data is not None:
+        text = text.replace(str(data), "$DQRELEASE_DATA")
+    return text.replace(str(ROOT), ".")
 
 
 def peak_rss_gb() -> float:

@@ -1,9 +1,11 @@
-"""Repository-wide checks: ruff is clean and the engine's import boundary holds."""
+"""Repository-wide checks: ruff is clean, the engine's import boundary holds, and no machine path is committed."""
 
 import ast
 import pathlib
 import subprocess
 import sys
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FORBIDDEN = ("prefect", "duckdb", "great_expectations", "dqrelease", "tasks", "flows", "expectations")
@@ -42,4 +44,35 @@ def test_config_reference_doc_is_generated_from_the_models():
     assert (ROOT / "docs" / "config.md").read_text() == config_reference_markdown(), (
         "docs/config.md is stale: regenerate it with python -c "
         "\"from dqrelease.config_docs import config_reference_markdown as m; open('docs/config.md','w').write(m())\""
+    )
+
+
+def test_no_tracked_file_names_a_folder_of_this_machine():
+    """Committed files (code, docs, benchmark results) name no absolute folder of the machine they came from.
+
+    Checked: this checkout's root, the shared data directory as resolved here, and the home folder. A result file
+    written by a benchmark records ``.`` and ``$DQRELEASE_DATA`` instead (``bench/scale_common.public_text``).
+    """
+    sys.path.insert(0, str(ROOT))
+    from dqrelease.data_home import shared_data_dir
+
+    folders = {str(ROOT)}
+    data = shared_data_dir()
+    if data is not None:
+        folders.add(str(data))
+    if len(pathlib.Path.home().parts) > 1:
+        folders.add(str(pathlib.Path.home()) + "/")
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: the tracked files are unknown")
+    offenders = []
+    for name in filter(None, listed.stdout.split("\0")):
+        path = ROOT / name
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue  # binary (plots, parquet) or deleted in the working tree
+        offenders += [f"{name}: {folder}" for folder in folders if folder in text]
+    assert offenders == [], "machine paths in tracked files (use bench/scale_common.public_text): " + "; ".join(
+        offenders[:10]
     )
