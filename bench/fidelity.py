@@ -679,9 +679,15 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     axes = figure.subplots(max(1, len(settings)), len(panels), squeeze=False)
     colours = {0.1: "tab:red", 1.0: "tab:blue"}
     for r, setting in enumerate(settings):
-        names = [m for m in order if any(entry["seeds_ok"] for entry in summary[setting].get(m, {}).values())]
+        entries = {m: summary[setting].get(m, {}) for m in order}
+        names = [m for m in order if any(entry["seeds_ok"] or "capped" in entry["statuses"]
+                                         for entry in entries[m].values())]
+        capped = [i for i, m in enumerate(names) if not any(entry["seeds_ok"] for entry in entries[m].values())]
         for c, (field, label) in enumerate(panels):
             axis = axes[r][c]
+            for i in capped:  # a peer whose every run hit the wall-clock cap: say so where its points would be
+                axis.text(i, 0.5, "capped", transform=axis.get_xaxis_transform(), rotation=90, ha="center",
+                          va="center", fontsize=8, color="0.35")
             for shift, epsilon in ((-0.15, 0.1), (0.15, 1.0)):
                 xs, ys, lows, highs = [], [], [], []
                 for i, name in enumerate(names):
@@ -695,6 +701,7 @@ def plot(summary: dict[str, Any], path: Path) -> None:
                     axis.errorbar(xs, ys, yerr=[lows, highs], fmt="o", markersize=4, capsize=2,
                                   color=colours[epsilon], label=f"ε = {epsilon:g}")
             axis.set_xticks(range(len(names)))
+            axis.set_xlim(-0.6, len(names) - 0.4)
             axis.set_xticklabels(names, rotation=45, ha="right", fontsize=7)
             axis.set_yscale("log")
             axis.grid(True, which="both", alpha=0.3)
