@@ -13,11 +13,11 @@ MWEM on particles, DualQuery with its table fit (the default) and DualQuery's ra
 German shape also with s = 300, the issue's case).
 
 For every run the published rows (n of them, drawn from the synthetic distribution as the release does) are
-evaluated with dq_engine.fidelity, and the forecast's formulas are evaluated with every calibrated constant set
-to 1 (columns ``base_*``): the constants of dq_engine/forecast.py are the medians of measured / base. One CSV row
-per run in ``bench/results/forecast_calibration.csv`` (appended as runs finish), the machine in the JSON beside it.
-``--fit`` prints the constants fitted on the CSV (:func:`fit_constants`), ``--markdown`` the forecast against the
-measured values, ``--against-fidelity bench/results/fidelity.csv`` the forecast against the medians of
+evaluated with dq_engine.fidelity, and the forecast's noise terms are evaluated with every calibrated scale set
+to 1 and every floor to 0 (columns ``base_*``). One CSV row per run in ``bench/results/forecast_calibration.csv``
+(appended as runs finish), the machine in the JSON beside it. ``--fit`` prints the constants fitted on the runs of
+both calibration passes (:func:`fit_constants`; what dq_engine/forecast.py holds), ``--markdown`` the forecast
+against the measured values, ``--against-fidelity bench/results/fidelity.csv`` the forecast against the medians of
 ``bench/fidelity.py``'s seeds (out of sample; docs/benchmarks.md, "Forecast").
 """
 
@@ -125,8 +125,23 @@ def bases(plan, shape) -> dict[str, float]:
     return {"base_one_way": one.worst_one_way_cell.value, "base_workload_noise": noise.workload_max.value}
 
 
-def fit_constants(path: pathlib.Path) -> dict[str, float]:
-    """The calibrated constants from the CSV's runs (what dq_engine/forecast.py holds).
+def unmeasured_scales(frame) -> np.ndarray:
+    """``√(M/T)`` of each run (:func:`dq_engine.forecast.unmeasured_scale`): the release default's ``M`` marginals
+    (every one-way and two-way, 64 three-way) of its columns, ``T`` its MWEM rounds (the table fit's for DualQuery).
+    """
+    columns = frame["columns"].to_numpy(dtype=np.float64)
+    marginals = columns + columns * (columns - 1) / 2 + 64
+    rounds = np.where(frame.mechanism == "mwem-particles", frame.rounds, frame.fit_rounds).astype(np.float64)
+    return np.sqrt(marginals / rounds)
+
+
+CALIBRATIONS = (RESULTS / "forecast_calibration.csv", RESULTS / "forecast_calibration_refit.csv")
+"""Both calibration passes (2026-11-24: before and after the fit's changes); the constants are fitted on all their
+runs (docs/decisions.md, "The forecast's workload floor grows with the marginals left unmeasured")."""
+
+
+def fit_constants(paths: tuple[pathlib.Path, ...] | list[pathlib.Path]) -> dict[str, float]:
+    """The calibrated constants from the runs of the CSVs (what dq_engine/forecast.py holds).
 
     Particles and table fit: the scales and floors that minimise the largest factor between forecast and measured
     over both figures of every run (ties: the smallest mean squared log error), on a grid. Raw records: the median
@@ -134,16 +149,17 @@ def fit_constants(path: pathlib.Path) -> dict[str, float]:
     """
     import pandas as pd
 
-    frame = pd.read_csv(path)
+    frame = pd.concat([pd.read_csv(path) for path in paths], ignore_index=True)
     raw = frame[frame.mechanism.str.startswith("dualquery-raw")]
     fitted = frame[~frame.mechanism.str.startswith("dualquery-raw")]
     b1, bw = fitted.base_one_way.to_numpy(), fitted.base_workload_noise.to_numpy()
     m1, mw = fitted.measured_one_way.to_numpy(), fitted.measured_workload.to_numpy()
+    scale = unmeasured_scales(fitted)
     grid = np.meshgrid(np.arange(0.3, 1.5, 0.02), np.arange(0.05, 1.0, 0.02), np.arange(0.0, 0.03, 0.001),
-                       np.arange(0.0, 0.04, 0.002), indexing="ij", sparse=True)
+                       np.arange(0.0, 0.02, 0.0005), indexing="ij", sparse=True)
     c1, c2, f1, fw = (g[..., None] for g in grid)
     one = np.minimum(1.0, np.hypot(c1 * b1, f1))
-    workload = np.minimum(1.0, np.maximum(one, np.hypot(c2 * bw, fw)))
+    workload = np.minimum(1.0, np.maximum(one, np.hypot(c2 * bw, fw * scale)))
     errors = np.concatenate([np.broadcast_to(np.log(one / m1), workload.shape), np.log(workload / mw)], axis=-1)
     score = np.round(np.abs(errors).max(axis=-1), 2) * 1000 + (errors**2).mean(axis=-1)
     best = np.unravel_index(np.argmin(score), score.shape)
@@ -151,7 +167,7 @@ def fit_constants(path: pathlib.Path) -> dict[str, float]:
     records = np.sqrt(raw.records.to_numpy())
     return {
         "PRIOR_FIT_FACTOR": round(float(values[0]), 2), "WORKLOAD_FIT_FACTOR": round(float(values[1]), 2),
-        "ONE_WAY_FIT_FLOOR": round(float(values[2]), 3), "WORKLOAD_FIT_FLOOR": round(float(values[3]), 3),
+        "ONE_WAY_FIT_FLOOR": round(float(values[2]), 3), "WORKLOAD_FIT_FLOOR": round(float(values[3]), 4),
         "RAW_RECORDS_FACTOR": round(float(np.median(raw.measured_one_way.to_numpy() * records)), 2),
         "RAW_RECORDS_WORKLOAD_FACTOR": round(float(np.median(raw.measured_workload.to_numpy() * records)), 2),
     }
@@ -162,6 +178,9 @@ def markdown_table(path: pathlib.Path) -> str:
     import pandas as pd
 
     frame = pd.read_csv(path)
+    frame["unmeasured"] = np.where(frame.mechanism.str.startswith("dualquery-raw"), 1.0, 0.0)
+    fitted = ~frame.mechanism.str.startswith("dualquery-raw")
+    frame.loc[fitted, "unmeasured"] = unmeasured_scales(frame[fitted])
     lines = ["| shape | n | mechanism | epsilon | worst one-way: forecast / measured | workload max: forecast / "
              "measured |", "|---|---|---|---|---|---|"]
     for row in frame.itertuples():
@@ -171,7 +190,7 @@ def markdown_table(path: pathlib.Path) -> str:
         else:
             one = min(1.0, float(np.hypot(forecast.PRIOR_FIT_FACTOR * row.base_one_way, forecast.ONE_WAY_FIT_FLOOR)))
             workload = min(1.0, max(one, float(np.hypot(forecast.WORKLOAD_FIT_FACTOR * row.base_workload_noise,
-                                                        forecast.WORKLOAD_FIT_FLOOR))))
+                                                        forecast.WORKLOAD_FIT_FLOOR * row.unmeasured))))
         lines.append(
             f"| {row.shape} | {row.n:,} | {row.mechanism} | {row.epsilon:g} | {one:.3g} / {row.measured_one_way:.3g} "
             f"({one / row.measured_one_way:.2f}x) | {workload:.3g} / {row.measured_workload:.3g} "
@@ -259,13 +278,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="*", help="mechanism variants to run (default: each shape's)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "forecast_calibration.csv")
-    parser.add_argument("--fit", action="store_true", help="print the constants fitted on the CSV and exit")
+    parser.add_argument("--fit", nargs="*", type=pathlib.Path, metavar="CSV",
+                        help="print the constants fitted on the runs of the CSVs (default: both calibration passes) "
+                             "and exit")
     parser.add_argument("--markdown", action="store_true", help="print forecast against measured and exit")
     parser.add_argument("--against-fidelity", type=pathlib.Path, metavar="CSV",
                         help="print the forecast against bench/fidelity.py's medians (e.g. bench/results/fidelity.csv)")
     args = parser.parse_args(argv)
-    if args.fit:
-        print(json.dumps(fit_constants(args.out), indent=2))
+    if args.fit is not None:
+        print(json.dumps(fit_constants(args.fit or CALIBRATIONS), indent=2))
         return 0
     if args.against_fidelity is not None:
         print(against_fidelity(args.against_fidelity))

@@ -69,11 +69,26 @@ def test_particles_forecast_matches_the_hand_computed_noise():
     one_way = math.hypot(0.0139325 * forecast.PRIOR_FIT_FACTOR, forecast.ONE_WAY_FIT_FLOOR)
     # measure: 1 / (10,000 sqrt(0.0025)) = 0.002; hypot with rows = 0.0053852; W = 84 cells: sqrt(2 ln 168) =
     # 3.20124 -> 0.0172393; floor: 2 ln 168 / (10,000 x 0.2) = 0.0051240; hypot = 0.0179847
-    workload = max(one_way, math.hypot(0.0179847 * forecast.WORKLOAD_FIT_FACTOR, forecast.WORKLOAD_FIT_FLOOR))
+    # unmeasured: M = 6 marginals, T = 8 rounds -> sqrt(6/8) = 0.8660254
+    workload = max(one_way, math.hypot(0.0179847 * forecast.WORKLOAD_FIT_FACTOR,
+                                       0.8660254 * forecast.WORKLOAD_FIT_FLOOR))
     got = particles_forecast(shape, config, label="mwem-particles")
     assert got.worst_one_way_cell.value == pytest.approx(one_way, rel=1e-4)
     assert got.workload_max.value == pytest.approx(workload, rel=1e-4)
     assert got.worst_one_way_cell.source == "calibrated"
+
+
+def test_workload_floor_grows_with_the_marginals_per_measured_round():
+    # n = 10^9: every noise term is below 1e-5, so the workload max is the floor f_W sqrt(M/T) (above the one-way)
+    shape = _shape(n=10**9, rows=10**9, marginal_cells=(2, 4, 10, 8, 20, 40) * 8, complete=(True,) * 48)
+    assert forecast.unmeasured_scale(shape, 12) == pytest.approx(2.0)  # M = 48, T = 12
+    few = particles_forecast(shape, _particles(rounds=12), label="a").workload_max.value
+    many = particles_forecast(shape, _particles(rounds=48), label="b").workload_max.value
+    assert few == pytest.approx(2.0 * forecast.WORKLOAD_FIT_FLOOR, rel=1e-3)
+    assert many == pytest.approx(forecast.WORKLOAD_FIT_FLOOR, rel=1e-3)
+    assert "M/T = 48/12" in particles_forecast(shape, _particles(rounds=12), label="a").workload_max.how
+    with pytest.raises(ConfigError, match=r"rounds \(0\) must be >= 1"):
+        forecast.unmeasured_scale(shape, 0)
 
 
 def test_more_budget_forecasts_less_error():
