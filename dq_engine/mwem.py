@@ -24,13 +24,14 @@ record of the universe, as a dense tensor of shape ``domain.sizes``. We refuse u
   (HLM's own "use of measurement history" improvement); 0 gives plain Algorithm 1.
 * ``final_sweeps`` -- history sweeps after the last round; with ``final_min_sweeps`` below it they stop, after
   at least ``final_min_sweeps``, once the fit is within the noise (the *discrepancy principle*, Morozov 1966):
-  the squared differences between the fitted and the noisy answers over the whole history, each divided by its
-  measurement's noise variance (public: the sensitivities and the budgets), average at most 1. Fitting closer
-  would fit the noise; stopping earlier leaves the cyclic updates unconverged. They also stop once a sweep
-  lowers that average by less than the relative ``final_tolerance``: on histories of millions of nearly empty
-  noisy cells the average sits a hair above 1 whatever the fit, and further sweeps only concentrate the weights
-  on the noise (docs/decisions.md, "The fit's final sweeps stop at the noise"). Post-processing of the noisy
-  measurements.
+  the squared differences between the fitted and the noisy answers, each divided by its measurement's noise
+  variance (public: the sensitivities and the budgets), average at most 1. Fitting closer would fit the noise;
+  stopping earlier leaves the cyclic updates unconverged. They also stop once a sweep lowers that average by less
+  than the relative ``final_tolerance``: on histories of millions of nearly empty noisy cells the average sits a
+  hair above 1 whatever the fit, and further sweeps only concentrate the weights on the noise. The average is
+  taken two ways, over the cells and over the measurements (each its cells' mean), and both must stop: over the
+  cells alone, a few wide measured marginals decide for the one-way marginals too (docs/decisions.md, "The fit's
+  final sweeps stop at the noise" and "... of every measurement"). Post-processing of the noisy measurements.
 * ``output="final"`` returns ``A_T`` (what implementations of MWEM return); ``"average"`` returns the
   average ``(1/T) Σ A_t`` of Algorithm 1's analysis.
 * ``measure="marginal"`` measures every workload cell of the selected query's marginal at once (L1
@@ -622,24 +623,32 @@ def _final_sweeps(
 ) -> int:
     """Sweep the history after the last round; returns the number of sweeps run (module docstring).
 
-    A sweep's discrepancy is the mean, over every measured value of the history, of the squared residual before
-    that value's update divided by its noise variance. From ``final_min_sweeps`` on, a sweep is the last when its
-    discrepancy is at most 1 (within the noise) or is lower than the previous sweep's by less than
-    ``final_tolerance`` of it (converged).
+    A sweep's discrepancy is the squared residual of each measured value before its update divided by its noise
+    variance, averaged two ways: over every measured value of the history (the cells' mean) and over the
+    measurements, each the mean of its own values (the measurements' mean). From ``final_min_sweeps`` on, a sweep
+    is the last when each mean is at most 1 (within the noise) or lower than the previous sweep's by less than
+    ``final_tolerance`` of it (converged). The cells' mean alone is ruled by the marginals with the most cells: a
+    few measured 3-way marginals of thousands of near-empty cells hold it near 1 while the one-way marginals are
+    still far from their measurements.
     """
     least = config.final_sweeps if config.final_min_sweeps is None else config.final_min_sweeps
     cells = sum(len(past.values) for past in history)
-    previous = math.inf
+    previous = (math.inf, math.inf)
     for sweep in range(1, config.final_sweeps + 1):
-        discrepancy = 0.0
+        total, per_measurement = 0.0, 0.0
         for past in history:
             residual = apply(past)
-            discrepancy += float(np.dot(residual, residual)) / past.variance
-        discrepancy /= max(cells, 1)
-        converged = previous - discrepancy < config.final_tolerance * previous
-        if sweep >= least and (discrepancy <= 1.0 or converged):
+            squared = float(np.dot(residual, residual)) / past.variance
+            total += squared
+            per_measurement += squared / max(len(residual), 1)
+        current = (total / max(cells, 1), per_measurement / max(len(history), 1))
+        done = all(
+            now <= 1.0 or before - now < config.final_tolerance * before
+            for now, before in zip(current, previous, strict=True)
+        )
+        if sweep >= least and done:
             return sweep
-        previous = discrepancy
+        previous = current
     return config.final_sweeps
 
 

@@ -276,6 +276,35 @@ def test_final_sweeps_stop_once_a_sweep_gains_less_than_the_tolerance():
         MWEMConfig(rounds=1, select_epsilon=1.0, measure_rho=1.0, measure_noise="gaussian", final_tolerance=1.0)
 
 
+def test_final_sweeps_go_on_while_a_small_measurement_is_still_far_from_its_noise():
+    """A wide measurement (1,000 cells, on a plateau 1.001 above its noise, as a measured 3-way marginal of near-empty
+    cells) and a one-way one (4 cells, discrepancy 9 at the first sweep, falling 10 % a sweep). The cells' mean is
+    ruled by the wide one: it gains less than 0.1 % from the 15th sweep on, where the cells' mean alone stopped the
+    sweeps with the one-way measurement still 2.1 times its noise. The measurements' mean, (1.001 + 9 x 0.9^k) / 2
+    at sweep k + 1, falls by more than 0.1 % a sweep until it is within the noise: 9 x 0.9^21 = 0.985, so at the
+    22nd sweep it is 0.993, and the sweeps stop there."""
+    from dq_engine.mwem import _final_sweeps, _Measurement
+
+    wide = _Measurement(0, np.arange(1_000), np.zeros(1_000), 1.0)
+    narrow = _Measurement(1, np.arange(4), np.zeros(4), 1.0)
+    counts = {0: 0, 1: 0}
+
+    def apply(past):
+        k = counts[past.marginal]
+        counts[past.marginal] += 1
+        if past.marginal == 0:
+            return np.full(1_000, np.sqrt(1.001))
+        return np.full(4, np.sqrt(9.0 * 0.9**k))
+
+    config = MWEMConfig(rounds=1, select_epsilon=1.0, measure_rho=1.0, measure_noise="gaussian", final_sweeps=100,
+                        final_min_sweeps=3, final_tolerance=1e-3)
+    sweeps = _final_sweeps([wide, narrow], apply, config)
+    assert sweeps == 22 and counts[1] == 22
+    # without the one-way measurement (the cells' mean alone) the plateau stops at the minimum
+    counts.update({0: 0, 1: 0})
+    assert _final_sweeps([wide], apply, config) == 3
+
+
 def test_the_default_fit_stops_its_final_sweeps_at_the_minimum_when_the_noise_is_large(dependent_table: Dataset):
     """ε = 0.05 on 6,000 rows: every measured cell has noise of several percent, which the fit reaches within the
     first sweeps, so the default's sweeps stop at their minimum (10); at ε = 100 the noise is tiny and they go on."""
