@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import multiprocessing.util
 import os
 import sys
 import traceback
@@ -640,13 +641,17 @@ def _exit_without_teardown() -> None:
 
     By then Prefect's own handlers have sent its last logs and events to the server. What remains is the
     interpreter's teardown (clearing thousands of modules and collecting the objects Prefect, GX and pandas
-    created), 1-3 s that change nothing. Once the logging handlers and the standard streams are flushed the
-    process ends here with the command's exit code; if flushing fails, the normal exit goes on.
+    created), 1-3 s that change nothing, except multiprocessing's exit handler, which is run here: it releases the
+    side process's queue semaphores, which otherwise stay registered while an exception's traceback still holds
+    them, and the resource tracker then prints a warning of leaked semaphores after the refusal's one line. Once
+    the logging handlers and the standard streams are flushed the process ends here with the command's exit code;
+    if flushing fails, the normal exit goes on.
     """
     code = _state.get("exit_code")
     if not isinstance(code, int):
         return
     try:
+        multiprocessing.util._exit_function()  # registered before this handler, so it would run after it
         logging.shutdown()  # registered before this handler, so it would run after it
         sys.stdout.flush()
         sys.stderr.flush()

@@ -208,3 +208,29 @@ def test_the_raw_suite_prefetched_is_the_one_validation_uses(worker):
     validate_module.prepare_raw_suite(SCHEMA)
     spec = SuiteSpec(schema=SCHEMA, kind="raw", layout="wide")
     assert process.call(suite_shape, spec) == suite_shape(spec)
+
+
+_REFUSAL_WITH_A_LIVE_TRACEBACK = """
+import atexit, sys
+from dqrelease import cli, side_process
+atexit.register(cli._exit_without_teardown)
+cli._state["exit_code"] = 3
+def release():
+    with side_process.running(("json:dumps",)) as worker:
+        raise ValueError(f"refused while {worker} ran")
+try:
+    release()
+except ValueError as error:
+    held = error  # its traceback keeps release()'s frame, and so the side process's queues, alive
+    print("error: refused", file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def test_a_refusal_that_holds_the_side_process_ends_with_its_one_line_and_no_leak_warning():
+    """The CLI's fast exit runs multiprocessing's exit handler: without it the queues' semaphores stay registered
+    and the resource tracker prints 'There appear to be 2 leaked semaphore objects' after the refusal's line."""
+    done = subprocess.run([sys.executable, "-c", _REFUSAL_WITH_A_LIVE_TRACEBACK], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 3
+    assert done.stderr == "error: refused\n"
