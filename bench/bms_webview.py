@@ -61,15 +61,15 @@ from scale_common import (
     save_report,
 )
 
-from dq_engine.answers import answer_workload
-from dq_engine.calibration import calibrate_rounds, mechanism_cost
-from dq_engine.data import Dataset
-from dq_engine.domain import Domain
-from dq_engine.dualquery import DualQueryConfig
+from dq_engine.data.answers import answer_workload
+from dq_engine.data.dataset import Dataset
+from dq_engine.data.domain import Domain
+from dq_engine.data.workload import random_queries
+from dq_engine.mechanisms.dualquery import DualQueryConfig
 from dq_engine.oracle import OracleConfig
-from dq_engine.rng import make_rng
-from dq_engine.workload import random_queries
-from dqrelease.data_home import require_shared_data_dir
+from dq_engine.privacy.calibration import calibrate_rounds, mechanism_cost
+from dq_engine.privacy.rng import make_rng
+from dqrelease.inputs.data_home import require_shared_data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = {"bms1": "bms_webview/BMS-WebView-1.dat", "bms2": "bms_webview/BMS-WebView-2.dat"}

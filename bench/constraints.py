@@ -45,16 +45,17 @@ sys.path.insert(0, str(ROOT))
 
 from bench.scale_common import machine  # noqa: E402
 from dq_engine import Dataset, all_kway_marginals, answer_workload, make_rng  # noqa: E402
-from dq_engine.answers import answer_records  # noqa: E402
-from dq_engine.public import PublicQuantities  # noqa: E402
-from dq_engine.workload import concatenate_workloads  # noqa: E402
-from dqrelease.config import load_config  # noqa: E402
-from dqrelease.discretize import discretize, domain_from_schema  # noqa: E402
-from dqrelease.ingest import ingest_source  # noqa: E402
+from dq_engine.data.answers import answer_records  # noqa: E402
+from dq_engine.data.workload import concatenate_workloads  # noqa: E402
+from dq_engine.privacy.public import PublicQuantities  # noqa: E402
+from dqrelease.inputs.config import load_config  # noqa: E402
+from dqrelease.inputs.discretize import discretize  # noqa: E402
+from dqrelease.inputs.encoding import domain_from_columns  # noqa: E402
+from dqrelease.inputs.ingest import ingest_source  # noqa: E402
+from dqrelease.inputs.rules import constraints_from_rules  # noqa: E402
+from dqrelease.inputs.schema import Schema, load_schema, schema_constraints  # noqa: E402
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism  # noqa: E402
 from dqrelease.plan import build_workload  # noqa: E402
-from dqrelease.rules import constraints_from_rules, schema_constraints  # noqa: E402
-from dqrelease.schema import Schema, load_schema  # noqa: E402
 from dqrelease.warehouse import connect  # noqa: E402
 
 CONFIG = ROOT / "examples" / "adult" / "release.toml"
@@ -184,7 +185,7 @@ def main() -> None:
     started = datetime.datetime.now(datetime.UTC).isoformat()
     config, schema, data = load_adult(CONFIG, rows=2000 if args.smoke else None)
     constraints = schema_constraints(schema)
-    workload = build_workload(config.workload, domain_from_schema(schema))
+    workload = build_workload(config.workload, domain_from_columns(schema.columns))
     truth = answer_workload(data, workload)
     names = ["dualquery", "mwem"] if args.smoke else args.mechanisms
     seeds = range(1 if args.smoke else args.seeds)

@@ -31,14 +31,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 from engine_data import INSTANCES, build_workload, load_adult, load_instance, load_kdd99
 
 import dq_engine
-from dq_engine.answers import answer_workload, error_summary
-from dq_engine.baselines import uniform_answers, zeros_answers
-from dq_engine.calibration import calibrate_rounds
-from dq_engine.dualquery import DualQueryConfig, dualquery
-from dq_engine.mw import QueryDistribution
+from dq_engine.data.answers import answer_workload, error_summary, uniform_answers
+from dq_engine.data.workload import Workload
+from dq_engine.evaluation.baselines import zeros_answers
+from dq_engine.mechanisms.dualquery import DualQueryConfig, dualquery
 from dq_engine.oracle import OracleConfig, best_response, problem_from_samples
-from dq_engine.rng import make_rng
-from dq_engine.workload import Workload
+from dq_engine.privacy.calibration import calibrate_rounds
+from dq_engine.privacy.mw import QueryDistribution
+from dq_engine.privacy.rng import make_rng
 
 SEED = 2024
 

@@ -1,6 +1,6 @@
 """Bench data: Adult (private-pgm codes) and KDD Cup 99 (DualQuery authors' encoding, public bucketing).
 
-The files are read from the shared data directory (DQRELEASE_DATA or ../shared/data; ``dqrelease.data_home``).
+The files are read from the shared data directory (DQRELEASE_DATA or ../shared/data; ``dqrelease.inputs.data_home``).
 
 KDD99 discretisation (fixed, public, never fitted to the data; bench only):
 
@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dq_engine.data import Dataset
-from dq_engine.domain import Attribute, Domain
-from dq_engine.dualquery import DualQueryConfig, RoundLoop
+from dq_engine.data.dataset import Dataset
+from dq_engine.data.domain import Attribute, Domain
+from dq_engine.data.workload import Workload, random_marginals, random_queries
+from dq_engine.mechanisms.dualquery import DualQueryConfig, RoundLoop
 from dq_engine.oracle import BestResponseProblem, OracleConfig, problem_from_samples
-from dq_engine.rng import make_rng
-from dq_engine.workload import Workload, random_marginals, random_queries
-from dqrelease.data_home import require_shared_data_dir
+from dq_engine.privacy.rng import make_rng
+from dqrelease.inputs.data_home import require_shared_data_dir
 
 ADULT_CSV = "adult_pgm/adult.csv"
 ADULT_DOMAIN = "adult_pgm/adult-domain.json"

@@ -8,7 +8,7 @@ What runs (one row of ``bench/results/fidelity.csv`` per setting, mechanism, ε 
     public rules; 48,842 rows, 15 columns), the config's workload (all 1-way, all 2-way and 64 random 3-way
     marginals, seed 0);
   - ``adult-pgm``: ADULT as preprocessed by private-pgm (``adult_pgm`` in the shared data directory, loaded as
-    ``bench/mechanisms.py`` does; 14 columns, no rules), the default workload (``dqrelease.config.
+    ``bench/mechanisms.py`` does; 14 columns, no rules), the default workload (``dqrelease.inputs.config.
     default_workload``: all 1-way, all 2-way, 64 random 3-way);
   - ``adult-pgm-64``: the same data with the *old* workload, 64 random 3-way marginals
     (``random_marginals(domain, 3, 64, make_rng(0))``, as ``bench/mechanisms.py``), for issue 10's "ADULT-64"
@@ -24,7 +24,7 @@ What runs (one row of ``bench/results/fidelity.csv`` per setting, mechanism, ε 
   row. A mechanism the plan refuses (MWEM above its universe limit, randomized response with rules or with
   estimates that would be noise) is a ``refused`` row with the plan's reason;
 * **peers**: OpenDP 0.16's MST and AIM (``opendp.extras.mbi``) in the separate venv ``.venv-peers`` (see
-  "Peers" below), at ρ = :func:`dq_engine.public.largest_rho` (ε, δ) (so at the same (ε, δ) as ours), on the
+  "Peers" below), at ρ = :func:`dq_engine.privacy.public.largest_rho` (ε, δ) (so at the same (ε, δ) as ours), on the
   same integer codes; AIM gets the setting's workload marginals as its queries, MST selects its own 2-way
   marginals. Each peer run is capped at ``--cap-minutes`` (default 30) of wall time; a run over the cap is
   killed and recorded as ``capped``;
@@ -34,7 +34,8 @@ What runs (one row of ``bench/results/fidelity.csv`` per setting, mechanism, ε 
 
 **Published rows.** ``result.sample_rows(n, rng)``, exactly what the pipeline publishes (``tasks/outputs.py``);
 the peers synthesize n rows (``method="sample"``). Every figure is computed on those rows with
-:func:`dq_engine.fidelity.evaluate_rows` against :func:`dq_engine.fidelity.fidelity_reference` of the data:
+:func:`dq_engine.evaluation.fidelity.evaluate_rows` against
+:func:`dq_engine.evaluation.fidelity.fidelity_reference` of the data:
 worst 1-way cell, mean and max 1-way TVD, mean and max 2-way TVD (every pair), the workload's max, mean and RMSE
 error, distinct rows, the largest multiplicity, published rows breaking a rule of the schema. MST can return
 null keys (rows outside the declared domain): they are counted (``out_of_domain_rows``), are not checked
@@ -94,11 +95,11 @@ sys.path.insert(0, str(ROOT))
 
 from bench.scale_common import machine  # noqa: E402
 from dq_engine import Dataset, make_rng, random_marginals  # noqa: E402
-from dq_engine.accounting import approx_dp_from_zcdp  # noqa: E402
-from dq_engine.answers import error_summary  # noqa: E402
-from dq_engine.fidelity import FidelityReference, evaluate_rows, fidelity_reference  # noqa: E402
-from dq_engine.public import PublicQuantities, largest_rho  # noqa: E402
-from dq_engine.workload import Workload  # noqa: E402
+from dq_engine.data.answers import error_summary  # noqa: E402
+from dq_engine.data.workload import Workload  # noqa: E402
+from dq_engine.evaluation.fidelity import FidelityReference, evaluate_rows, fidelity_reference  # noqa: E402
+from dq_engine.privacy.accounting import approx_dp_from_zcdp  # noqa: E402
+from dq_engine.privacy.public import PublicQuantities, largest_rho  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 TMP = RESULTS / "tmp"
@@ -149,22 +150,22 @@ class Setting:
 
 
 def _release_dataset(config_path: Path, *, smoke: bool) -> Loaded:
-    """A release config's data through ``dqrelease.ingest``/``dqrelease.discretize``, cached under bench/results/tmp.
+    """A release config's data through ``dqrelease.inputs.ingest`` and ``discretize``, cached in bench/results/tmp.
 
     The cache is keyed by the SHA-256 of the config, the schema and every source file, so an edit to any of them
     reloads. Smoke runs read the first :data:`SMOKE_ROWS` lines of the first source file (not cached).
     """
-    from dqrelease.config import file_sha256, load_config
-    from dqrelease.discretize import discretize, domain_from_schema
-    from dqrelease.ingest import ingest_source
+    from dqrelease.inputs.config import file_sha256, load_config
+    from dqrelease.inputs.discretize import discretize
+    from dqrelease.inputs.encoding import domain_from_columns
+    from dqrelease.inputs.ingest import ingest_source
+    from dqrelease.inputs.schema import load_schema, schema_constraints
     from dqrelease.plan import build_workload
-    from dqrelease.rules import schema_constraints
-    from dqrelease.schema import load_schema
     from dqrelease.warehouse import connect
 
     config = load_config(config_path)
     schema = load_schema(config.schema_file)
-    domain = domain_from_schema(schema)
+    domain = domain_from_columns(schema.columns)
     source = config.source
     files = [config_path, config.schema_file, *map(Path, source.paths)]
     key = "-".join(file_sha256(Path(f))[:16] for f in files)
@@ -198,7 +199,7 @@ def _release_dataset(config_path: Path, *, smoke: bool) -> Loaded:
 def _adult_pgm(workload: str) -> Callable[[bool], Loaded]:
     def load(smoke: bool) -> Loaded:
         from bench.mechanisms import WORKLOAD_SEED, load_adult
-        from dqrelease.config import default_workload
+        from dqrelease.inputs.config import default_workload
         from dqrelease.plan import build_workload
 
         data = load_adult()

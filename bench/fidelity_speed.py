@@ -14,11 +14,11 @@ DualQuery with the examples' eta = 1, samples = 300) at epsilon = 1, delta = 1e-
 * ``mechanism``: the planned mechanism's run through the registry (what the release's synthesize task does);
   the release's wall time is longer (ingest, validation, discretization, decoding, writing), so the ratios
   below are upper bounds of the share of the release;
-* ``fidelity``: the evaluation of :mod:`dq_engine.fidelity` as the report runs it -- the true tables, the
+* ``fidelity``: the evaluation of :mod:`dq_engine.evaluation.fidelity` as the report runs it -- the true tables, the
   synthetic distribution, the published rows and the zeros / uniform baselines;
-* ``report_numbers``: :func:`dqrelease.report.build_error_report` (the fidelity evaluation, the noisy-marginal
+* ``report_numbers``: :func:`dqrelease.outputs.report.build_error_report` (the fidelity evaluation, the noisy-marginal
   baselines, per-part and per-marginal errors), given the true workload answers the release computed already;
-* ``report_files``: :func:`dqrelease.report.write_error_report` (JSON, Markdown, HTML with its plots).
+* ``report_files``: :func:`dqrelease.outputs.report.write_error_report` (JSON, Markdown, HTML with its plots).
 
 ``--smoke`` runs tiny sizes in seconds. Output: ``bench/results/fidelity_speed.json`` (with the machine, the
 load averages at the start and the end, and every time).
@@ -41,12 +41,12 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from scale_common import machine
 
 from dq_engine import Dataset, Domain, answer_workload, make_rng
-from dq_engine.fidelity import evaluate_baselines, evaluate_rows, fidelity_reference
-from dq_engine.public import PublicQuantities
-from dqrelease.config import WorkloadConfig, default_workload
+from dq_engine.evaluation.fidelity import evaluate_baselines, evaluate_rows, fidelity_reference
+from dq_engine.privacy.public import PublicQuantities
+from dqrelease.inputs.config import WorkloadConfig, default_workload
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism
+from dqrelease.outputs.report import build_error_report, write_error_report
 from dqrelease.plan import build_workload
-from dqrelease.report import build_error_report, write_error_report
 
 SIZES = (9, 16, 7, 14, 6, 5, 2, 12, 42, 2, 8, 10, 3, 4, 11, 5, 6, 2, 20, 9, 3, 7, 15, 4, 2)
 """25 public column sizes (2 to 42 values, like Adult's)."""

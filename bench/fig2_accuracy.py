@@ -10,7 +10,7 @@ Workload: 500,000 random 3-way queries per dataset (``random_queries``, seed ``W
 
 DualQuery with the paper's public rule for Adult and KDD99 (§6.1): η = 2.0, s = 1000, free attributes
 ``zero``, and T the largest number of rounds whose cost is at most (ε, 10⁻³) for ε ∈ {0.25, 0.5, 1, 2, 3, 5}
-(:func:`dq_engine.calibration.calibrate_rounds`), once with the paper's accounting (Theorems 4.2/4.3, as the
+(:func:`dq_engine.privacy.calibration.calibrate_rounds`), once with the paper's accounting (Theorems 4.2/4.3, as the
 paper did) and once with tight accounting: the same algorithm, more rounds for the same ε. The cost of every run
 in both modes is recorded.
 
@@ -45,12 +45,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from engine_data import WORKLOAD_SEED, load_adult, load_kdd99
 from scale_common import cpsat_calls, errors_against_baselines, machine, peak_rss_gb, run_dualquery_timed, save_plot
 
-from dq_engine.answers import answer_workload
-from dq_engine.calibration import calibrate_rounds, mechanism_cost
-from dq_engine.dualquery import DualQueryConfig
+from dq_engine.data.answers import answer_workload
+from dq_engine.data.workload import random_queries
+from dq_engine.mechanisms.dualquery import DualQueryConfig
 from dq_engine.oracle import OracleConfig
-from dq_engine.rng import make_rng
-from dq_engine.workload import random_queries
+from dq_engine.privacy.calibration import calibrate_rounds, mechanism_cost
+from dq_engine.privacy.rng import make_rng
 
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0)
 MODES = ("paper", "tight")

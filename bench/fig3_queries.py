@@ -50,12 +50,12 @@ from scale_common import (
     save_report,
 )
 
-from dq_engine.answers import answer_workload
-from dq_engine.calibration import mechanism_cost
-from dq_engine.dualquery import DualQueryConfig
+from dq_engine.data.answers import answer_workload
+from dq_engine.data.workload import random_queries
+from dq_engine.mechanisms.dualquery import DualQueryConfig
 from dq_engine.oracle import OracleConfig
-from dq_engine.rng import make_rng
-from dq_engine.workload import random_queries
+from dq_engine.privacy.calibration import mechanism_cost
+from dq_engine.privacy.rng import make_rng
 
 SIZES = (40_000, 100_000, 250_000, 500_000, 1_000_000, 2_000_000)
 ETA, ROUNDS, SAMPLES = 1.2, 170, 1750

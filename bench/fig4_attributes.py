@@ -49,16 +49,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from scale_common import errors_against_baselines, machine, peak_rss_gb, run_dualquery_timed, save_plot, save_report
 
-from dq_engine.accounting import ZCDPEvent, compose
-from dq_engine.answers import answer_workload
-from dq_engine.calibration import calibrate_rounds, mechanism_cost
-from dq_engine.data import Dataset
-from dq_engine.domain import Domain
-from dq_engine.dualquery import DualQueryConfig
+from dq_engine.data.answers import answer_workload
+from dq_engine.data.dataset import Dataset
+from dq_engine.data.domain import Domain
+from dq_engine.data.workload import random_queries
+from dq_engine.mechanisms.dualquery import DualQueryConfig
 from dq_engine.oracle import OracleConfig
 from dq_engine.oracle.free_attributes import gaussian_marginal_sigma
-from dq_engine.rng import make_rng
-from dq_engine.workload import random_queries
+from dq_engine.privacy.accounting import ZCDPEvent, compose
+from dq_engine.privacy.calibration import calibrate_rounds, mechanism_cost
+from dq_engine.privacy.rng import make_rng
 
 SIZES = (50, 100, 500, 1_000, 5_000, 10_000, 50_000, 100_000, 200_000, 512_000)
 ETA = 0.4

@@ -28,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fig4_attributes import DATA_SEED, DELTA, EPSILON, WORKLOAD_SEED, biased_bits, total_rho
 from scale_common import errors_against_baselines, machine
 
-from dq_engine.answers import answer_workload
-from dq_engine.data import Dataset
-from dq_engine.domain import Domain
+from dq_engine.data.answers import answer_workload
+from dq_engine.data.dataset import Dataset
+from dq_engine.data.domain import Domain
+from dq_engine.data.workload import random_queries
 from dq_engine.oracle.free_attributes import gaussian_marginal_sigma, gaussian_one_way_marginals
-from dq_engine.rng import make_rng
-from dq_engine.workload import random_queries
+from dq_engine.privacy.rng import make_rng
 
 NOISE_SEED, RECORDS_SEED = 4_100, 4_101
 

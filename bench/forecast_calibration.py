@@ -1,4 +1,5 @@
-"""Calibration runs of the utility forecast (dq_engine/forecast.py): measured against forecast, on public shapes.
+"""Calibration runs of the utility forecast (dq_engine/evaluation/forecast.py): measured against forecast, on public
+shapes.
 
 One command (about 20 minutes on 2 cores; each run is one mechanism at one epsilon, one seed):
 
@@ -13,12 +14,12 @@ MWEM on particles, DualQuery with its table fit (the default) and DualQuery's ra
 German shape also with s = 300, the issue's case).
 
 For every run the published rows (n of them, drawn from the synthetic distribution as the release does) are
-evaluated with dq_engine.fidelity, and the forecast's noise terms are evaluated with every calibrated scale set
-to 1 and every floor to 0 (columns ``base_*``). One CSV row per run in ``bench/results/forecast_calibration.csv``
+evaluated with dq_engine.evaluation.fidelity, and the forecast's noise terms are evaluated with every calibrated scale
+set to 1 and every floor to 0 (columns ``base_*``). One CSV row per run in ``bench/results/forecast_calibration.csv``
 (appended as runs finish), the machine in the JSON beside it. ``--fit`` prints the constants fitted on the runs of
-both calibration passes (:func:`fit_constants`; what dq_engine/forecast.py holds), ``--markdown`` the forecast
-against the measured values, ``--against-fidelity bench/results/fidelity.csv`` the forecast against the medians of
-``bench/fidelity.py``'s seeds (out of sample; docs/benchmarks.md, "Forecast").
+both calibration passes (:func:`fit_constants`; what dq_engine/evaluation/forecast.py holds), ``--markdown`` the
+forecast against the measured values, ``--against-fidelity bench/results/fidelity.csv`` the forecast against the
+medians of ``bench/fidelity.py``'s seeds (out of sample; docs/benchmarks.md, "Forecast").
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from scale_common import machine
 
 from dq_engine import Dataset, Domain, answer_workload, forecast, make_rng
-from dq_engine.fidelity import evaluate_rows, fidelity_reference
-from dq_engine.public import PublicQuantities
-from dqrelease.config import default_workload
+from dq_engine.evaluation.fidelity import evaluate_rows, fidelity_reference
+from dq_engine.privacy.public import PublicQuantities
+from dqrelease.inputs.config import default_workload
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism
 from dqrelease.mechanisms.utility import forecast_plan, forecast_shape
 from dqrelease.plan import build_workload
@@ -68,10 +69,10 @@ def adult_shipped() -> Dataset:
     """The shipped example's table, discretized by its schema (DuckDB, as the release does)."""
     import duckdb
 
-    from dqrelease.config import load_config
-    from dqrelease.discretize import discretize
-    from dqrelease.ingest import ingest_source
-    from dqrelease.schema import load_schema
+    from dqrelease.inputs.config import load_config
+    from dqrelease.inputs.discretize import discretize
+    from dqrelease.inputs.ingest import ingest_source
+    from dqrelease.inputs.schema import load_schema
 
     config = load_config(ROOT / "examples" / "adult" / "release.toml")
     schema = load_schema(config.schema_file)
@@ -126,8 +127,10 @@ def bases(plan, shape) -> dict[str, float]:
 
 
 def unmeasured_scales(frame) -> np.ndarray:
-    """``√(M/T)`` of each run (:func:`dq_engine.forecast.unmeasured_scale`): the release default's ``M`` marginals
-    (every one-way and two-way, 64 three-way) of its columns, ``T`` its MWEM rounds (the table fit's for DualQuery).
+    """``√(M/T)`` of each run (:func:`dq_engine.evaluation.forecast.unmeasured_scale`).
+
+    ``M`` is the release default's marginals (every one-way and two-way, 64 three-way) of its columns, ``T`` its
+    MWEM rounds (the table fit's for DualQuery).
     """
     columns = frame["columns"].to_numpy(dtype=np.float64)
     marginals = columns + columns * (columns - 1) / 2 + 64
@@ -141,7 +144,7 @@ runs (docs/decisions.md, "The forecast's workload floor grows with the marginals
 
 
 def fit_constants(paths: tuple[pathlib.Path, ...] | list[pathlib.Path]) -> dict[str, float]:
-    """The calibrated constants from the runs of the CSVs (what dq_engine/forecast.py holds).
+    """The calibrated constants from the runs of the CSVs (what dq_engine/evaluation/forecast.py holds).
 
     Particles and table fit: the scales and floors that minimise the largest factor between forecast and measured
     over both figures of every run (ties: the smallest mean squared log error), on a grid. Raw records: the median
@@ -174,7 +177,7 @@ def fit_constants(paths: tuple[pathlib.Path, ...] | list[pathlib.Path]) -> dict[
 
 
 def markdown_table(path: pathlib.Path) -> str:
-    """Forecast (with the constants now in dq_engine/forecast.py, recomputed from the bases) against measured."""
+    """Forecast (the constants of dq_engine/evaluation/forecast.py, recomputed from the bases) against measured."""
     import pandas as pd
 
     frame = pd.read_csv(path)

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from scale_common import machine, public_text, save_plot
 
-from dqrelease.data_home import require_shared_data_dir
+from dqrelease.inputs.data_home import require_shared_data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 KDD_FILE = "kddcup99_10pct/kddcup.data_10_percent.gz"

@@ -49,21 +49,17 @@ import numpy as np
 import pandas as pd
 
 from dq_engine import Dataset, Domain, answer_workload, make_rng, random_marginals
-from dq_engine.accounting import approx_dp_from_zcdp
-from dq_engine.baselines import (
-    independent_gaussian_answers,
-    independent_laplace_answers,
-    uniform_answers,
-    zeros_answers,
-)
+from dq_engine.data.answers import uniform_answers
+from dq_engine.data.marginal_tables import MarginalIndex
+from dq_engine.data.workload import Workload
 from dq_engine.errors import DQEngineError
-from dq_engine.marginal_tables import MarginalIndex
-from dq_engine.public import PublicQuantities
-from dq_engine.randomized_response import estimate_answers
+from dq_engine.evaluation.baselines import independent_gaussian_answers, independent_laplace_answers, zeros_answers
+from dq_engine.mechanisms.randomized_response import estimate_answers
+from dq_engine.privacy.accounting import approx_dp_from_zcdp
+from dq_engine.privacy.public import PublicQuantities
 from dq_engine.results import SynthesisResult
-from dq_engine.workload import Workload
-from dqrelease.data_home import require_shared_data_dir
 from dqrelease.errors import ConfigInvalidError
+from dqrelease.inputs.data_home import require_shared_data_dir
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, ReleasePlan, RunInputs, plan_mechanism, run_mechanism
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -168,8 +164,8 @@ def plan(name: str, public: Public, **overrides: Any) -> ReleasePlan:
 def rule_dualquery(public: Public):
     """DualQuery's raw-records config as the registry plans it (table fit off): for scripts that call the engine.
 
-    ``bench/smartnoise_compare.py`` runs ``dq_engine.dualquery`` itself on this config, so it gets the paper's
-    algorithm with the registry's parameter rule at the whole target (no budget set aside for a fit it would not
+    ``bench/smartnoise_compare.py`` runs ``dq_engine.mechanisms.dualquery`` itself on this config, so it gets the
+    paper's algorithm with the registry's parameter rule at the whole target (no budget set aside for a fit it would not
     run).
     """
     return plan("dualquery", public, fit={"enabled": False}).engine_config

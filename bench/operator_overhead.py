@@ -181,7 +181,7 @@ def release_runs(workspace: Path, runs: int, *, light: bool = False) -> list[dic
     env = environment(workspace)
     config = write_config(workspace, light=light)
     os.environ.update(DQRELEASE_STATE_DIR=env["DQRELEASE_STATE_DIR"])  # for reading the server's record here
-    from dqrelease.prefect_server import server_status
+    from dqrelease.runtime.prefect_server import server_status
 
     results = []
     for index in range(runs if light else 1 + runs):
@@ -272,7 +272,7 @@ def main() -> None:
         runs = release_runs(workspace, args.runs)
         light = release_runs(workspace, args.runs, light=True) if args.runs else []
     finally:
-        from dqrelease.prefect_server import stop_server
+        from dqrelease.runtime.prefect_server import stop_server
 
         if os.environ.get("DQRELEASE_STATE_DIR", "").startswith(str(workspace)):
             stop_server()

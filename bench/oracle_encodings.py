@@ -44,11 +44,11 @@ from engine_data import (
     load_instance,
 )
 
-from dq_engine.calibration import calibrate_rounds
 from dq_engine.oracle import OracleConfig, best_response
 from dq_engine.oracle.cpsat import ENCODINGS, solve_cpsat
 from dq_engine.oracle.local_search import local_search
-from dq_engine.rng import make_rng
+from dq_engine.privacy.calibration import calibrate_rounds
+from dq_engine.privacy.rng import make_rng
 
 ETA = {"adult": 2.0, "kdd99": 1.2, "bms2": 2.0}
 WORKLOADS = {"adult": ["marginals64", "queries500000"], "kdd99": ["queries2000000"], "bms2": ["queries500000"]}

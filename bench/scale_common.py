@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from dq_engine.answers import answer_records, error_summary
-from dq_engine.baselines import uniform_answers, zeros_answers
-from dq_engine.data import Dataset
-from dq_engine.dualquery import DualQueryConfig, RoundLoop
-from dq_engine.rng import make_rng
-from dq_engine.workload import Workload
+from dq_engine.data.answers import answer_records, error_summary, uniform_answers
+from dq_engine.data.dataset import Dataset
+from dq_engine.data.workload import Workload
+from dq_engine.evaluation.baselines import zeros_answers
+from dq_engine.mechanisms.dualquery import DualQueryConfig, RoundLoop
+from dq_engine.privacy.rng import make_rng
 
 ROOT = Path(__file__).resolve().parents[1]
 """The repository's root."""
@@ -44,9 +44,9 @@ def public_text(text: str) -> str:
     """``text`` with this machine's paths made portable, for result files committed to the repo.
 
     The repository's root becomes ``.`` and the shared data directory ``$DQRELEASE_DATA``
-    (``dqrelease.data_home``), so a recorded command or config names no folder of the machine it ran on.
+    (``dqrelease.inputs.data_home``), so a recorded command or config names no folder of the machine it ran on.
     """
-    from dqrelease.data_home import shared_data_dir
+    from dqrelease.inputs.data_home import shared_data_dir
 
     data = shared_data_dir()
     if data is not None:
@@ -74,7 +74,7 @@ def run_dualquery_timed(data: Dataset, workload: Workload, true_answers: np.ndar
                         *, seed: int) -> tuple[np.ndarray, dict]:
     """DualQuery (Algorithm 2) through ``RoundLoop`` with every phase timed.
 
-    The loop is the one of :func:`dq_engine.dualquery.dualquery` (sample ``s`` queries from ``Q^t``, then
+    The loop is the one of :func:`dq_engine.mechanisms.dualquery.dualquery` (sample ``s`` queries from ``Q^t``, then
     :meth:`RoundLoop.play`), so the records are those ``dualquery`` returns for the same generator. Returns
     the records' codes and the summed phase times: sampling, oracle (best-response call), MW update
     (evaluate the record on every query + weight update), and the rest of each round (merging the samples

@@ -50,8 +50,8 @@ from mechanisms import WORKLOAD_SEED, Public, load_adult, rule_dualquery
 from scale_common import machine, save_plot
 
 from dq_engine import Dataset, answer_workload, dualquery, make_rng, random_marginals
-from dq_engine.answers import error_summary
-from dq_engine.marginal_tables import MarginalIndex
+from dq_engine.data.answers import error_summary
+from dq_engine.data.marginal_tables import MarginalIndex
 
 ROOT = Path(__file__).resolve().parents[1]
 SMARTNOISE_PYTHON = ROOT / ".venv-smartnoise" / "bin" / "python"

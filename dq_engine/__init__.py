@@ -6,25 +6,22 @@ scipy, ortools, opendp and randomgen (the ChaCha20 bit generator) are used here:
 Expectations (a test enforces it).
 """
 
-from dq_engine.accounting import (
-    ComposedCost,
-    ExponentialMechanismEvent,
-    PrivacyEvent,
-    PureDpEvent,
-    ZCDPEvent,
-    compose,
+from dq_engine.data.answers import answer_records, answer_workload, error_summary, per_marginal_max_error
+from dq_engine.data.constraints import Constraints
+from dq_engine.data.dataset import Dataset
+from dq_engine.data.domain import Attribute, Domain
+from dq_engine.data.workload import (
+    Workload,
+    all_kway_marginals,
+    marginal_queries,
+    random_marginals,
+    random_queries,
 )
-from dq_engine.answers import answer_records, answer_workload, error_summary, per_marginal_max_error
-from dq_engine.calibration import calibrate_rounds, mechanism_cost
-from dq_engine.constraints import Constraints
-from dq_engine.data import Dataset
-from dq_engine.domain import Attribute, Domain
-from dq_engine.dqrs import DQRSConfig, dqrs
-from dq_engine.dualquery import DualQueryConfig, dualquery
-from dq_engine.fem import FEMConfig, calibrate_fem, fem
-from dq_engine.mwem import MWEMConfig, calibrate_mwem, mwem
-from dq_engine.oracle import OracleConfig
-from dq_engine.parity import (
+from dq_engine.fit.mwem import MWEMConfig, calibrate_mwem, mwem
+from dq_engine.mechanisms.dqrs import DQRSConfig, dqrs
+from dq_engine.mechanisms.dualquery import DualQueryConfig, dualquery
+from dq_engine.mechanisms.fem import FEMConfig, calibrate_fem, fem
+from dq_engine.mechanisms.parity import (
     ParityConfig,
     ParityWorkload,
     all_parities,
@@ -33,17 +30,20 @@ from dq_engine.parity import (
     parity_best_response,
     random_parities,
 )
-from dq_engine.randomized_response import RandomizedResponseConfig, estimate_answers, randomized_response
-from dq_engine.results import RoundDiagnostics, SynthesisResult
-from dq_engine.rng import make_rng
-from dq_engine.sepfem import SepFEMConfig, sepfem
-from dq_engine.workload import (
-    Workload,
-    all_kway_marginals,
-    marginal_queries,
-    random_marginals,
-    random_queries,
+from dq_engine.mechanisms.randomized_response import RandomizedResponseConfig, estimate_answers, randomized_response
+from dq_engine.mechanisms.sepfem import SepFEMConfig, sepfem
+from dq_engine.oracle import OracleConfig
+from dq_engine.privacy.accounting import (
+    ComposedCost,
+    ExponentialMechanismEvent,
+    PrivacyEvent,
+    PureDpEvent,
+    ZCDPEvent,
+    compose,
 )
+from dq_engine.privacy.calibration import calibrate_rounds, mechanism_cost
+from dq_engine.privacy.rng import make_rng
+from dq_engine.results import RoundDiagnostics, SynthesisResult
 
 __all__ = [
     "Attribute",

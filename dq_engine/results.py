@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from dq_engine.accounting import ComposedCost, PrivacyEvent
-from dq_engine.domain import Domain
+from dq_engine.data.domain import Domain
+from dq_engine.privacy.accounting import ComposedCost, PrivacyEvent
 
 __all__ = ["RoundDiagnostics", "SynthesisResult"]
 

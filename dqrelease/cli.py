@@ -81,7 +81,7 @@ def _options(
 SIDE_PROCESS_WARM_UP = ("dqrelease.expectations.engine:warm_up",)
 """What the side process imports while a run starts: Great Expectations and its context (validation waits for it)."""
 
-SIDE_PROCESS_WHEN_IDLE = ("dqrelease.report:warm_up",)
+SIDE_PROCESS_WHEN_IDLE = ("dqrelease.outputs.report:warm_up",)
 """What it imports once first idle (after the raw table's validation): matplotlib's backend, for the report."""
 
 PREFECT_DEFAULTS = {
@@ -148,8 +148,8 @@ def _exit_codes() -> Iterator[None]:
 
 
 def _load(config: Path):
-    from dqrelease.config import load_config
-    from dqrelease.schema import load_schema
+    from dqrelease.inputs.config import load_config
+    from dqrelease.inputs.schema import load_schema
 
     loaded = load_config(config)
     return loaded, load_schema(loaded.schema_file)
@@ -160,10 +160,10 @@ def _plan_public(loaded: Any, schema: Any) -> tuple[Any, Any, Any]:
 
     Raises the config errors a plan finds (exit 2) without importing Prefect, GX or Dask.
     """
-    from dqrelease.discretize import domain_from_schema
+    from dqrelease.inputs.encoding import domain_from_columns
     from dqrelease.plan import build_workload, plan_release
 
-    domain = domain_from_schema(schema)
+    domain = domain_from_columns(schema.columns)
     workload = build_workload(loaded.workload, domain)
     if loaded.privacy.n == "noisy":
         return domain, workload, None
@@ -180,8 +180,8 @@ def _check_before_run(config: Path, dask: str | None, *, accept_low_utility: boo
         The release's schema.
     """
     loaded, schema = _load(config)
-    from dqrelease.cluster import local_worker_count
-    from dqrelease.ingest import check_source_files  # imports DuckDB and Arrow: only for a valid config
+    from dqrelease.inputs.ingest import check_source_files  # imports DuckDB and Arrow: only for a valid config
+    from dqrelease.runtime.cluster import local_worker_count
 
     check_source_files(loaded.source)
     _, workload, planned = _plan_public(loaded, schema)
@@ -242,8 +242,8 @@ def _quiet_prefect_console() -> Iterator[None]:
 def _run_release(config: Path, *, quiet: bool, dask: str | None = None, accept_low_utility: bool = False) -> dict:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from dqrelease import progress
-    from dqrelease.prefect_server import prefect_api
+    from dqrelease.runtime import progress
+    from dqrelease.runtime.prefect_server import prefect_api
 
     _prefect_environment()
     api = prefect_api()  # a server started here starts while the flow's imports run
@@ -292,7 +292,7 @@ def run(
 ) -> None:
     """Run a release: ingest, validate, charge the budget, synthesize, publish."""
     _state["verbose"] = verbose
-    from dqrelease import side_process
+    from dqrelease.runtime import side_process
 
     # Great Expectations and matplotlib are imported in the side process, on the other core, while this one checks
     # the config and starts the run (a refusal kills it at once)
@@ -353,8 +353,9 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
 
 def _print_forecast(out: Console, loaded: Any, result: Any, workload: Any) -> None:
     """The utility forecast next to the baselines', and a warning (with a passing choice) when it is no better."""
-    from dq_engine.forecast import judge_forecast
-    from dqrelease.mechanisms.utility import ACCEPT_FLAG, forecast_plan, forecast_shape, recommendation
+    from dq_engine.evaluation.forecast import judge_forecast
+    from dqrelease.mechanisms.dispatch import recommendation
+    from dqrelease.mechanisms.utility import ACCEPT_FLAG, forecast_plan, forecast_shape
     from dqrelease.plan import mechanism_budget, plan_inputs
 
     n = int(loaded.privacy.n)
@@ -514,14 +515,14 @@ def verify(
 ) -> None:
     """Check a release against its manifest: published files, then an uncharged replay (see VERIFY_HELP)."""
     with _exit_codes():
-        from dqrelease.replay import check_published, compare_outputs, prepare_replay, read_manifest
+        from dqrelease.outputs.replay import check_published, compare_outputs, prepare_replay, read_manifest
 
         record = read_manifest(manifest)
         formats = check_published(record, release_dir=release)
         _stdout().print(f"published files match the manifest: {', '.join(formats)}", markup=False, highlight=False)
         prepare_replay(manifest)  # refuse before Prefect starts; the replay flow checks again before reading
-        from dqrelease import side_process
-        from dqrelease.prefect_server import prefect_api
+        from dqrelease.runtime import side_process
+        from dqrelease.runtime.prefect_server import prefect_api
 
         # as for `run`: slow imports beside the replay's start
         with side_process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE):
@@ -550,7 +551,7 @@ def serve(
     with _exit_codes():
         loaded, _ = _load(config)
         _prefect_environment()
-        from dqrelease.prefect_server import prefect_api
+        from dqrelease.runtime.prefect_server import prefect_api
 
         api = prefect_api()
         from dqrelease.flows.release import release
@@ -567,7 +568,7 @@ def _describe_server(record: Any) -> str:
 
 
 def _configured_note() -> str | None:
-    from dqrelease.prefect_server import configured_api_url
+    from dqrelease.runtime.prefect_server import configured_api_url
 
     _prefect_environment()
     url = configured_api_url()
@@ -583,7 +584,7 @@ def server_start(
 ) -> None:
     """Start the local Prefect server in the background (or show the one already running)."""
     with _exit_codes():
-        from dqrelease.prefect_server import find_or_start, wait_until_ready
+        from dqrelease.runtime.prefect_server import find_or_start, wait_until_ready
 
         note = _configured_note()
         if note is None:
@@ -601,7 +602,7 @@ def server_start(
 def server_status_command() -> None:
     """Show whether the local Prefect server runs, where, and which API runs use."""
     with _exit_codes():
-        from dqrelease.prefect_server import server_status, state_dir
+        from dqrelease.runtime.prefect_server import server_status, state_dir
 
         note = _configured_note()
         status = server_status()
@@ -623,7 +624,7 @@ def server_status_command() -> None:
 def server_stop() -> None:
     """Stop the local Prefect server dqrelease started (never a server it did not start)."""
     with _exit_codes():
-        from dqrelease.prefect_server import state_dir, stop_server
+        from dqrelease.runtime.prefect_server import state_dir, stop_server
 
         outcome, record = stop_server()
     if outcome == "stopped":

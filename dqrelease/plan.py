@@ -22,10 +22,10 @@ from dqrelease.mechanisms import PlanInputs, ReleasePlan, plan_mechanism
 if TYPE_CHECKING:
     import numpy as np
 
-    from dq_engine.accounting import PureDpEvent
-    from dq_engine.domain import Domain
-    from dq_engine.workload import Workload
-    from dqrelease.config import ReleaseConfig, WorkloadConfig, WorkloadPartConfig
+    from dq_engine.data.domain import Domain
+    from dq_engine.data.workload import Workload
+    from dq_engine.privacy.accounting import PureDpEvent
+    from dqrelease.inputs.config import ReleaseConfig, WorkloadConfig, WorkloadPartConfig
 
 __all__ = [
     "build_workload",
@@ -44,14 +44,14 @@ def build_workload(settings: WorkloadConfig, domain: Domain) -> Workload:
 
     The one-part form draws from ``make_rng(seed)``; with ``[[workload.parts]]`` part ``i`` draws from the
     ``i``-th child spawned from it, and the parts are merged by
-    :func:`~dq_engine.workload.concatenate_workloads` (each query once; the description lists every part's
+    :func:`~dq_engine.data.workload.concatenate_workloads` (each query once; the description lists every part's
     size, which ``dqrelease plan`` prints).
 
     Raises:
         ConfigInvalidError: If a part does not fit the domain.
     """
-    from dq_engine.rng import make_rng, spawn
-    from dq_engine.workload import concatenate_workloads
+    from dq_engine.data.workload import concatenate_workloads
+    from dq_engine.privacy.rng import make_rng, spawn
 
     rng = make_rng(settings.seed)
     if settings.parts is None:
@@ -66,14 +66,14 @@ def build_workload(settings: WorkloadConfig, domain: Domain) -> Workload:
 
 def _build_part(settings: WorkloadPartConfig, domain: Domain, rng: np.random.Generator, *, where: str) -> Workload:
     """One workload part from its config keys (``where`` names it in errors)."""
-    from dq_engine.errors import DQEngineError
-    from dq_engine.workload import (
+    from dq_engine.data.workload import (
         MAX_KWAY_MARGINALS,
         kway_marginals,
         marginal_queries,
         random_marginals,
         random_queries,
     )
+    from dq_engine.errors import DQEngineError
 
     try:
         if settings.k > len(domain) and settings.kind != "explicit":
@@ -123,7 +123,7 @@ def mechanism_budget(config: ReleaseConfig) -> tuple[float | None, float]:
 
 def count_event(config: ReleaseConfig) -> PureDpEvent:
     """The noisy record count's event (Laplace with sensitivity 1 under add/remove neighbours)."""
-    from dq_engine.accounting import PureDpEvent
+    from dq_engine.privacy.accounting import PureDpEvent
 
     return PureDpEvent(epsilon=config.privacy.n_epsilon, count=1, label="noisy record count (Laplace)")
 
@@ -141,8 +141,8 @@ def planning_n(config: ReleaseConfig, noisy_count: float) -> int:
 
 def plan_inputs(config: ReleaseConfig, *, n: int, workload: Workload) -> PlanInputs:
     """The public inputs of the configured mechanism's plan rule (:func:`plan_release`, the utility forecast)."""
-    from dq_engine.public import PublicQuantities
-    from dqrelease.rules import config_constraints
+    from dq_engine.privacy.public import PublicQuantities
+    from dqrelease.inputs.schema import config_constraints
 
     epsilon, delta = mechanism_budget(config)
     return PlanInputs(
@@ -161,12 +161,12 @@ def check_release_utility(config: ReleaseConfig, plan: ReleasePlan, *, n: int, w
     """Refuse ``plan`` when its utility forecast is no better than publishing zeros or uniform data.
 
     ``dqrelease run`` calls this before any data is read (declared ``n``) unless ``--accept-low-utility`` is given
-    (:func:`dqrelease.mechanisms.utility.check_utility`; the forecast assumes ``output.rows`` published rows).
+    (:func:`dqrelease.mechanisms.dispatch.check_utility`; the forecast assumes ``output.rows`` published rows).
 
     Raises:
         ConfigInvalidError: One line with the failing figures and a mechanism and ε whose forecast passes.
     """
-    from dqrelease.mechanisms.utility import check_utility
+    from dqrelease.mechanisms.dispatch import check_utility
 
     epsilon, _ = mechanism_budget(config)
     offset = 0.0 if config.privacy.epsilon is None or epsilon is None else config.privacy.epsilon - epsilon

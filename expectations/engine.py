@@ -1,7 +1,7 @@
 """Run a schema suite on one chunk of a table through Great Expectations.
 
 :mod:`expectations.validate` streams a table out of DuckDB and sends each chunk here, in this process or in the
-side process (:mod:`dqrelease.side_process`). What comes back is plain data (:class:`Outcome`), never a GX
+side process (:mod:`dqrelease.runtime.side_process`). What comes back is plain data (:class:`Outcome`), never a GX
 object, so the caller needs no GX import and nothing but the three public things of a result (the
 expectation, the schema column and a count) crosses the process boundary.
 
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 import pyarrow as pa
 
-from dqrelease.schema import Schema
+from dqrelease.inputs.schema import Schema
 
 if TYPE_CHECKING:
     import great_expectations as gx
@@ -126,7 +126,7 @@ def check_chunk(
         frame = pd.DataFrame({name: pd.Series([], dtype=object) for name in columns})
     else:
         frame = chunk.to_pandas()
-    from dqrelease.expectations.suite import number_column
+    from dqrelease.expectations.frame import number_column
 
     for name in numbers:  # NaN where the value is not a number
         frame[number_column(name)] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
@@ -184,7 +184,7 @@ def _outcome(result: Any) -> Outcome:
 
 def _schema_names(names: list[Any]) -> tuple[str, ...]:
     """Map derived ``"<name> (as number)"`` columns back to their schema column, keeping order, once."""
-    from dqrelease.expectations.suite import NUMBER_SUFFIX
+    from dqrelease.expectations.frame import NUMBER_SUFFIX
 
     out: list[str] = []
     for name in names:

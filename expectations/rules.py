@@ -1,6 +1,6 @@
 """One Great Expectations expectation per public schema rule: no row of the table breaks it.
 
-Each rule (:mod:`dqrelease.rules`, translated into forbidden combinations of codes) becomes
+Each rule (:mod:`dqrelease.inputs.rules`, translated into forbidden combinations of codes) becomes
 ``expect_table_row_count_to_equal(value = 0)`` restricted by a pandas ``row_condition`` that selects the rows
 breaking the rule: the disjunction, over the rule's combinations, of the conjunction of their literals. Its
 observed value is the number of breaking rows, so the validation sums it over chunks.
@@ -26,8 +26,10 @@ from typing import Literal as TypingLiteral
 import great_expectations.expectations as gxe
 
 from dqrelease.errors import ConfigInvalidError
-from dqrelease.rules import schema_constraints
-from dqrelease.schema import BinaryColumn, CategoricalColumn, NumericColumn, Schema
+from dqrelease.expectations.frame import number_column
+from dqrelease.inputs.columns import BinaryColumn, CategoricalColumn, NumericColumn
+from dqrelease.inputs.encoding import numeric_buckets
+from dqrelease.inputs.schema import Schema, schema_constraints
 
 __all__ = ["Representation", "rule_expectations", "rule_number_columns"]
 
@@ -107,12 +109,9 @@ def _numeric(column: NumericColumn, codes: tuple[int, ...], representation: Repr
         if inside:
             parts.insert(0, f"{name}.isin({[column.labels[c] for c in inside]!r})")
         return parts
-    from dqrelease.discretize import numeric_buckets
-    from dqrelease.expectations.suite import number_column
-
     number = _quoted(number_column(column.name))
     # the buckets as discretization codes them (out_of_range = "clip" opens the outer ones)
-    bounds_of = [(b["lo"], b["hi"]) for b in numeric_buckets(Schema.model_construct(columns=[column], rules=[]))]
+    bounds_of = [(b["lo"], b["hi"]) for b in numeric_buckets([column])]
     runs: list[list[int]] = []  # consecutive codes merge into one interval
     for code in inside:
         if runs and runs[-1][-1] == code - 1:

@@ -35,19 +35,19 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 
 from dqrelease.errors import ConfigInvalidError
+from dqrelease.expectations.frame import NUMBER_SUFFIX, number_column
 from dqrelease.expectations.rules import rule_expectations, rule_number_columns
-from dqrelease.ingest import BASKET_COLUMNS
-from dqrelease.schema import BinaryColumn, CategoricalColumn, NumericColumn, Schema
+from dqrelease.inputs.columns import BinaryColumn, CategoricalColumn, NumericColumn
+from dqrelease.inputs.ingest import BASKET_COLUMNS
+from dqrelease.inputs.schema import Schema
 
 __all__ = [
     "BASKET_COLUMNS",
     "BINARY_VALUES",
     "FLOAT_PATTERN",
     "INTEGER_PATTERN",
-    "NUMBER_SUFFIX",
     "build_published_suite",
     "build_suite",
-    "number_column",
 ]
 
 INTEGER_PATTERN = r"^[+-]?[0-9]+$"
@@ -59,15 +59,7 @@ FLOAT_PATTERN = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
 BINARY_VALUES = ["0", "1"]
 """Text of a binary column's values."""
 
-NUMBER_SUFFIX = " (as number)"
-"""Suffix of the derived numeric column of a range-checked numeric column."""
-
 ROW_COUNT_MIN = 1
-
-
-def number_column(name: str) -> str:
-    """Name of the derived ``DOUBLE`` column that holds ``name`` parsed as a number."""
-    return f"{name}{NUMBER_SUFFIX}"
 
 
 def build_suite(schema: Schema, *, layout: Literal["wide", "baskets"] = "wide") -> gx.ExpectationSuite:
@@ -112,7 +104,7 @@ def build_published_suite(
 
     Args:
         schema: The public schema.
-        numeric_values: How :func:`dqrelease.decode.decode_records` wrote the numeric columns.
+        numeric_values: How :func:`dqrelease.outputs.decode.decode_records` wrote the numeric columns.
 
     Returns:
         An unsaved suite named ``dqrelease-published-<numeric_values>``.

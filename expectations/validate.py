@@ -3,7 +3,7 @@
 Why pandas: GX's SQL datasource does not work on DuckDB (rows are lost when its connection closes,
 great_expectations issue #11579). The table is therefore streamed out of DuckDB as Arrow batches of at most
 :data:`CELLS_PER_CHUNK` cells, each batch is validated as one pandas frame by :mod:`expectations.engine` (in the
-side process when one runs, :mod:`dqrelease.side_process`) and the unexpected counts are summed, so memory
+side process when one runs, :mod:`dqrelease.runtime.side_process`) and the unexpected counts are summed, so memory
 stays bounded for any table size. This module does not import GX.
 
 Invariants:
@@ -24,11 +24,11 @@ from typing import Literal
 
 import duckdb
 
-from dqrelease import side_process
 from dqrelease.errors import ValidationFailedError
 from dqrelease.expectations.engine import COLUMN_SET, Outcome, SuiteSpec, check_chunk, suite_shape
-from dqrelease.ingest import is_basket_table
-from dqrelease.schema import Schema
+from dqrelease.inputs.ingest import is_basket_table
+from dqrelease.inputs.schema import Schema
+from dqrelease.runtime import side_process
 from dqrelease.warehouse import stream_batches, table_columns
 
 __all__ = ["CELLS_PER_CHUNK", "validate_synthetic", "validate_table"]

@@ -11,11 +11,11 @@ then all mechanisms run at once on the task runner (a Dask cluster when ``dask_a
 
 ``replay_release`` re-runs a seeded release from its audit manifest (what ``dqrelease verify`` does): it is the
 only flow that runs a mechanism without a ledger charge, and it can only be driven by a manifest whose config,
-schema, input files, code and package versions pass :func:`dqrelease.replay.prepare_replay` before any data is
+schema, input files, code and package versions pass :func:`dqrelease.outputs.replay.prepare_replay` before any data is
 read. It charges nothing (the noisy count included), publishes nothing and removes its scratch directory.
 
 Invariant: no flow here takes a switch that turns charging off, a seed, or a plan. The mechanism task runs only
-with a :class:`~dqrelease.grants.MechanismGrant`, issued after the ledger committed the run's charge or for a
+with a :class:`~dqrelease.ledger.grants.MechanismGrant`, issued after the ledger committed the run's charge or for a
 checked replay.
 
 Usable from other Prefect flows: ``from dqrelease.flows.release import release``. To run on Dask, call
@@ -33,14 +33,14 @@ import numpy as np
 from prefect import flow
 
 from dq_engine import Dataset, SynthesisResult, Workload, make_rng
-from dq_engine.rng import spawn
-from dqrelease.config import ReleaseConfig
-from dqrelease.grants import MechanismGrant, grant_after_charge, grant_for_replay
+from dq_engine.privacy.rng import spawn
+from dqrelease.inputs.config import ReleaseConfig
+from dqrelease.inputs.schema import Schema
+from dqrelease.ledger.grants import MechanismGrant, grant_after_charge, grant_for_replay
 from dqrelease.mechanisms import ReleasePlan
+from dqrelease.outputs.replay import check_inputs_unchanged, prepare_replay
+from dqrelease.outputs.runs import RunContext, new_run, run_seed
 from dqrelease.plan import check_release_utility
-from dqrelease.replay import check_inputs_unchanged, prepare_replay
-from dqrelease.runs import RunContext, new_run, run_seed
-from dqrelease.schema import Schema
 from dqrelease.tasks.outputs import (
     check_synthetic,
     decode_synthetic,
@@ -237,14 +237,14 @@ def run_release(
     """Run :func:`release`, on a Dask cluster when ``dask_address`` (or the config's ``run.dask_address``) is set.
 
     ``dask_address`` is ``local`` / ``local:N`` (a cluster of N worker processes started here) or a scheduler
-    URL; a remote cluster's workers must reach the same Prefect API (see :mod:`dqrelease.cluster`).
+    URL; a remote cluster's workers must reach the same Prefect API (see :mod:`dqrelease.runtime.cluster`).
     """
     address = dask_address or load_release_config.fn(config_path)[0].run.dask_address
     if address is None:
         return release(config_path, output_directory=output_directory, accept_low_utility=accept_low_utility)
     from prefect_dask import DaskTaskRunner
 
-    from dqrelease.cluster import dask_scheduler
+    from dqrelease.runtime.cluster import dask_scheduler
 
     with dask_scheduler(address) as scheduler:
         flow_on_dask = release.with_options(task_runner=DaskTaskRunner(address=scheduler))
@@ -258,7 +258,7 @@ def run_release(
 def replay_release(manifest_path: str) -> dict[str, Any]:
     """Re-run a seeded release from its audit manifest: uncharged, unpublished, in a removed scratch directory.
 
-    Before any data is read, :func:`~dqrelease.replay.prepare_replay` checks the manifest against the config,
+    Before any data is read, :func:`~dqrelease.outputs.replay.prepare_replay` checks the manifest against the config,
     schema, input files, code and package versions; after the ingest the input files are hashed again. The
     noisy count (``n = "noisy"``) is drawn again from the recorded seed without a charge, and the mechanism
     runs only if the replay's plan is the recorded one. Nothing is written to the ledger, ``releases/`` or
@@ -270,7 +270,7 @@ def replay_release(manifest_path: str) -> dict[str, Any]:
 
     Returns:
         ``{"run_id": ..., "outputs": {format: {path, sha256[, content_sha256]}}}`` of the replay (compare with
-        :func:`dqrelease.replay.compare_outputs`).
+        :func:`dqrelease.outputs.replay.compare_outputs`).
 
     Raises:
         NothingToVerifyError: The release was unseeded.

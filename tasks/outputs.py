@@ -11,16 +11,16 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dq_engine import Dataset, SynthesisResult, Workload
-from dqrelease.config import ReleaseConfig
-from dqrelease.decode import decode_records
 from dqrelease.expectations.validate import validate_synthetic
-from dqrelease.manifest import build_manifest, write_json
+from dqrelease.inputs.config import ReleaseConfig
+from dqrelease.inputs.schema import Schema
 from dqrelease.mechanisms import ReleasePlan
+from dqrelease.outputs.decode import decode_records
+from dqrelease.outputs.manifest import build_manifest, write_json
+from dqrelease.outputs.publish import write_outputs
+from dqrelease.outputs.report import INTERNAL_BANNER, build_error_report, write_error_report
+from dqrelease.outputs.runs import RunContext
 from dqrelease.plan import mechanism_budget
-from dqrelease.publish import write_outputs
-from dqrelease.report import INTERNAL_BANNER, build_error_report, write_error_report
-from dqrelease.runs import RunContext
-from dqrelease.schema import Schema
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 from dqrelease.warehouse import connect
 

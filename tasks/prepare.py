@@ -8,14 +8,13 @@ from pathlib import Path
 from prefect import task
 
 from dq_engine import Dataset
-from dqrelease.config import ReleaseConfig, load_config
-from dqrelease.discretize import discretize
 from dqrelease.errors import ValidationFailedError
 from dqrelease.expectations.validate import validate_table
-from dqrelease.ingest import ingest_source
-from dqrelease.rules import rule_actions
-from dqrelease.runs import RunContext
-from dqrelease.schema import Schema, load_schema
+from dqrelease.inputs.config import ReleaseConfig, load_config
+from dqrelease.inputs.discretize import discretize
+from dqrelease.inputs.ingest import ingest_source
+from dqrelease.inputs.schema import Schema, load_schema, rule_actions
+from dqrelease.outputs.runs import RunContext
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 from dqrelease.warehouse import connect
 

@@ -9,16 +9,16 @@ import numpy as np
 from prefect import get_run_logger, task
 
 from dq_engine import Dataset, Workload, ZCDPEvent
-from dq_engine.accounting import rounded_up
-from dqrelease.config import ReleaseConfig, config_hash
-from dqrelease.discretize import domain_from_schema
+from dq_engine.privacy.accounting import rounded_up
 from dqrelease.errors import UnchargedRunError
+from dqrelease.inputs.config import ReleaseConfig, config_hash
+from dqrelease.inputs.encoding import domain_from_columns
+from dqrelease.inputs.schema import Schema
 from dqrelease.ledger import Ledger
 from dqrelease.mechanisms import ReleasePlan
+from dqrelease.outputs.replay import ReplayTarget
+from dqrelease.outputs.runs import RunContext
 from dqrelease.plan import build_workload, count_event, plan_release, planning_n
-from dqrelease.replay import ReplayTarget
-from dqrelease.runs import RunContext
-from dqrelease.schema import Schema
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 
 
@@ -34,7 +34,7 @@ def _ledger(config: ReleaseConfig) -> Ledger:
 @task(name="build-workload", **TASK_OPTIONS)
 def workload_from_config(config: ReleaseConfig, schema: Schema) -> Workload:
     """The public workload (its generator is seeded with the public workload seed)."""
-    return build_workload(config.workload, domain_from_schema(schema))
+    return build_workload(config.workload, domain_from_columns(schema.columns))
 
 
 @task(name="plan-privacy", **TASK_OPTIONS)
@@ -109,11 +109,11 @@ def replay_count(target: ReplayTarget, data: Dataset, rng: np.random.Generator) 
     Only a checked replay may draw it (the release paid for this draw; the replay reproduces it exactly).
 
     Raises:
-        UnchargedRunError: ``target`` is not the :class:`~dqrelease.replay.ReplayTarget` of a checked manifest.
+        UnchargedRunError: ``target`` is not the :class:`~dqrelease.outputs.replay.ReplayTarget` of a checked manifest.
     """
     if not isinstance(target, ReplayTarget):
         raise UnchargedRunError(
-            "an uncharged noisy count is only a replay's: pass dqrelease.replay.prepare_replay(manifest)"
+            "an uncharged noisy count is only a replay's: pass dqrelease.outputs.replay.prepare_replay(manifest)"
         )
     return _noisy_planning_n(target.config, data, rng)
 
@@ -121,12 +121,13 @@ def replay_count(target: ReplayTarget, data: Dataset, rng: np.random.Generator) 
 def _noisy_planning_n(config: ReleaseConfig, data: Dataset, rng: np.random.Generator) -> int:
     """Draw the noisy record count and return its planning ``n`` (the one draw a release and its replay share).
 
-    The count gets exact discrete Laplace noise of scale ``1/n_epsilon`` (:func:`dq_engine.noise.discrete_laplace`;
-    sensitivity 1 under add/remove neighbours). :func:`~dqrelease.plan.noisy_count_lower_bound` fails only when
-    the noise is at least ``t + 1`` (``t = ln(1/(2·failure))/ε``), and the discrete tail
-    ``P[Z ≥ k] = e^{-εk}/(1 + e^{-ε}) ≤ e^{-ε(k-1)}/2`` keeps that below ``e^{-εt}/2``, the charged δ/2.
+    The count gets exact discrete Laplace noise of scale ``1/n_epsilon``
+    (:func:`dq_engine.privacy.noise.discrete_laplace`; sensitivity 1 under add/remove neighbours).
+    :func:`~dqrelease.plan.noisy_count_lower_bound` fails only when the noise is at least ``t + 1``
+    (``t = ln(1/(2·failure))/ε``), and the discrete tail ``P[Z ≥ k] = e^{-εk}/(1 + e^{-ε}) ≤ e^{-ε(k-1)}/2`` keeps
+    that below ``e^{-εt}/2``, the charged δ/2.
     """
-    from dq_engine.noise import discrete_laplace
+    from dq_engine.privacy.noise import discrete_laplace
 
     noisy = discrete_laplace(np.array([data.n]), scale=1.0 / count_event(config).epsilon, rng=rng)
     return planning_n(config, int(noisy[0]))

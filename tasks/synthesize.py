@@ -11,9 +11,9 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from dq_engine import Dataset, RoundDiagnostics, SynthesisResult, Workload, answer_workload
-from dqrelease import progress
-from dqrelease.grants import MechanismGrant, granted_plan
+from dqrelease.ledger.grants import MechanismGrant, granted_plan
 from dqrelease.mechanisms import RunInputs, run_mechanism
+from dqrelease.runtime import progress
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 
 
@@ -37,8 +37,8 @@ def synthesize(
     """Run the granted plan on the private data.
 
     Args:
-        grant: From :func:`~dqrelease.grants.grant_after_charge` (the run's charge is in the ledger) or
-            :func:`~dqrelease.grants.grant_for_replay`; anything else (a bare plan) is refused before the data
+        grant: From :func:`~dqrelease.ledger.grants.grant_after_charge` (the run's charge is in the ledger) or
+            :func:`~dqrelease.ledger.grants.grant_for_replay`; anything else (a bare plan) is refused before the data
             is touched.
         data: The private dataset.
         workload: The public workload.
@@ -47,7 +47,7 @@ def synthesize(
         dask_address: Scheduler address when parallel parts go to a Dask cluster.
 
     Raises:
-        UnchargedRunError: ``grant`` is not a :class:`~dqrelease.grants.MechanismGrant`.
+        UnchargedRunError: ``grant`` is not a :class:`~dqrelease.ledger.grants.MechanismGrant`.
     """
     plan = granted_plan(grant)
     logger = get_run_logger()

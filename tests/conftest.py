@@ -3,7 +3,7 @@
 Prefect gets a private home and no analytics; the Prefect test server (one per session, it takes 10-25 s to
 start) is created lazily by the ``prefect_harness`` fixture only for tests that run flows.
 
-Data sets outside the repo are found by ``dqrelease.data_home`` (``DQRELEASE_DATA``, else ``../shared/data``);
+Data sets outside the repo are found by ``dqrelease.inputs.data_home`` (``DQRELEASE_DATA``, else ``../shared/data``);
 a test that needs one asks the ``require_shared_data`` fixture for the file and is skipped when it is absent.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dqrelease.data_home import DATA_FIX, shared_data_dir, shared_data_file
+from dqrelease.inputs.data_home import DATA_FIX, shared_data_dir, shared_data_file
 
 _HOME = tempfile.mkdtemp(prefix="dqrelease-tests-prefect-")
 os.environ.setdefault("PREFECT_HOME", _HOME)

@@ -39,11 +39,12 @@ def test_dq_engine_import_does_not_load_pipeline_libraries():
 
 
 def test_config_reference_doc_is_generated_from_the_models():
-    from dqrelease.config_docs import config_reference_markdown
+    from dqrelease.inputs.config_docs import config_reference_markdown
 
     assert (ROOT / "docs" / "config.md").read_text() == config_reference_markdown(), (
         "docs/config.md is stale: regenerate it with python -c "
-        "\"from dqrelease.config_docs import config_reference_markdown as m; open('docs/config.md','w').write(m())\""
+        "\"from dqrelease.inputs.config_docs import config_reference_markdown as m; "
+        "open('docs/config.md','w').write(m())\""
     )
 
 
@@ -54,7 +55,7 @@ def test_no_tracked_file_names_a_folder_of_this_machine():
     written by a benchmark records ``.`` and ``$DQRELEASE_DATA`` instead (``bench/scale_common.public_text``).
     """
     sys.path.insert(0, str(ROOT))
-    from dqrelease.data_home import shared_data_dir
+    from dqrelease.inputs.data_home import shared_data_dir
 
     folders = {str(ROOT)}
     data = shared_data_dir()

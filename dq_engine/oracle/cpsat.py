@@ -10,7 +10,7 @@ Model sections:
   bits (``bool_and`` enforced by ``c``), a negated conjunction's indicator implies that at least one bit is
   off (``bool_or(¬x…)`` enforced by ``d``). Because the objective rewards indicators with positive weights,
   one direction of the implication suffices; at the optimum ``c`` (``d``) equals the clause's truth value.
-* **constraints: public rules** -- with :class:`~dq_engine.constraints.Constraints`, each forbidden
+* **constraints: public rules** -- with :class:`~dq_engine.data.constraints.Constraints`, each forbidden
   combination of ``k`` literals is the linear row ``Σ (one-hot bits of its literals) <= k - 1``
   (:func:`add_rule_constraints`); the attributes linked to the touched ones through rules are decision variables
   too (:attr:`~dq_engine.oracle.problem.BestResponseProblem.variable_attributes`), and every other attribute keeps
@@ -35,7 +35,7 @@ from typing import Literal
 
 import numpy as np
 
-from dq_engine.constraints import Constraints
+from dq_engine.data.constraints import Constraints
 from dq_engine.oracle.config import OracleConfig
 from dq_engine.oracle.problem import BestResponseProblem
 

@@ -1,6 +1,6 @@
 """Is there a feasible record? CP-SAT finds one (the run's *witness*) or names the rules that leave none.
 
-Every mechanism that honours :class:`~dq_engine.constraints.Constraints` needs one feasible record to start
+Every mechanism that honours :class:`~dq_engine.data.constraints.Constraints` needs one feasible record to start
 from and fall back to (the oracle's fallback, the local search's starts, the free-attribute filler's repair,
 MWEM's particles). :func:`with_witness` finds it once per run with CP-SAT over the attributes the rules name
 (the others keep the preferred record's values, or code 0) and stores it in the constraints. When the rules
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dq_engine.constraints import Constraints
+from dq_engine.data.constraints import Constraints
 from dq_engine.errors import InfeasibleConstraintsError
 
 __all__ = ["feasible_record", "infeasible_rules", "with_witness"]

@@ -7,18 +7,18 @@
   the paper's footnote 6 suggests). The noisy marginals are measured once per run, with the exact discrete
   Laplace mechanism under pure ε (:func:`noisy_one_way_marginals`) or the exact discrete Gaussian mechanism
   under ρ-zCDP (:func:`gaussian_one_way_marginals`, the one that stays useful with tens of thousands of
-  attributes), on integer counts (:mod:`dq_engine.noise`), with the sensitivities of the dataset's
+  attributes), on integer counts (:mod:`dq_engine.privacy.noise`), with the sensitivities of the dataset's
   neighbouring relation; their cost is a privacy event charged like any other. Drawing a value from the
   noisy marginals is post-processing and uses ordinary float sampling.
 
 The policy only fills attributes the oracle leaves unconstrained, so it never changes the objective.
 
-With public constraints (:class:`~dq_engine.constraints.Constraints`) the filled record stays feasible: the free
-attributes of every rule component the record breaks (:attr:`~dq_engine.constraints.Constraints.components`: no
+With public constraints (:class:`~dq_engine.data.constraints.Constraints`) the filled record stays feasible: the free
+attributes of every rule component the record breaks (:attr:`~dq_engine.data.constraints.Constraints.components`: no
 rule links two of them, so feasibility factorises over them) are drawn again, at most :data:`REJECTION_TRIES`
 times (rejection: an accepted component follows the policy's distribution conditioned on feasibility), and a
 record still infeasible after that is repaired towards the oracle's record, which is feasible
-(:meth:`~dq_engine.constraints.Constraints.repair`).
+(:meth:`~dq_engine.data.constraints.Constraints.repair`).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from typing import Literal
 
 import numpy as np
 
-from dq_engine.accounting import PureDpEvent, ZCDPEvent
-from dq_engine.constraints import Constraints
-from dq_engine.data import Dataset
-from dq_engine.domain import Domain
+from dq_engine.data.constraints import Constraints
+from dq_engine.data.dataset import Dataset
+from dq_engine.data.domain import Domain
 from dq_engine.errors import ConfigError
-from dq_engine.noise import discrete_gaussian, discrete_laplace
+from dq_engine.privacy.accounting import PureDpEvent, ZCDPEvent
+from dq_engine.privacy.noise import discrete_gaussian, discrete_laplace
 
 __all__ = [
     "REJECTION_TRIES",
@@ -114,7 +114,7 @@ def noisy_one_way_marginals(
     """ε-DP one-way marginals of every attribute (exact discrete Laplace mechanism), as probability vectors.
 
     Every cell count of every attribute's histogram gets discrete Laplace noise
-    (:func:`dq_engine.noise.discrete_laplace`) of scale ``Δ₁/ε``. Under replace-one neighbours one record
+    (:func:`dq_engine.privacy.noise.discrete_laplace`) of scale ``Δ₁/ε``. Under replace-one neighbours one record
     changes two cells of each attribute's histogram, so ``Δ₁ = 2m`` for ``m`` attributes; under add/remove
     neighbours (``data.neighbouring == "add-remove"``) it changes one cell of each, ``Δ₁ = m``. Noisy counts
     are clipped at 0 and normalised by their own (noisy) total, post-processing; an all-zero result becomes
@@ -190,7 +190,7 @@ def gaussian_one_way_marginals(
 ) -> tuple[list[np.ndarray], ZCDPEvent]:
     """ρ-zCDP one-way marginals of every attribute (exact discrete Gaussian mechanism), as probability vectors.
 
-    Counts get discrete Gaussian noise (:func:`dq_engine.noise.discrete_gaussian`) with ``σ`` from
+    Counts get discrete Gaussian noise (:func:`dq_engine.privacy.noise.discrete_gaussian`) with ``σ`` from
     :func:`gaussian_count_sigma` (sensitivity stated in :func:`gaussian_sensitivity_squared`, for the
     dataset's neighbouring relation).
 

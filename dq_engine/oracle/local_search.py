@@ -17,7 +17,7 @@ ascent restarts from there (iterated local search); the fraction cycles through
 record. The objective returned is recomputed exactly from the problem, never taken from the incremental
 bookkeeping.
 
-With public constraints on the problem (:class:`~dq_engine.constraints.Constraints`) the search only visits
+With public constraints on the problem (:class:`~dq_engine.data.constraints.Constraints`) the search only visits
 feasible records: an infeasible start is repaired towards the constraints' witness; the best move is checked
 before it is applied (only when a rule names its attribute: other moves cannot break a rule) and, if it would
 complete a forbidden combination, masked so that the next best is tried (checking the chosen move costs one

@@ -11,7 +11,7 @@ Whatever the solvers do, the returned record is a valid record (one value per
 one-hot block), and if CP-SAT finds nothing and there is no local-search record, a documented fallback
 (previous round's record, or a random record) is used and counted. With public constraints on the problem
 every record here is feasible: the random record is repaired towards the constraints' witness
-(:meth:`~dq_engine.constraints.Constraints.repair`), the local search only visits feasible records and CP-SAT
+(:meth:`~dq_engine.data.constraints.Constraints.repair`), the local search only visits feasible records and CP-SAT
 models the rules. Privacy never depends on the oracle:
 it only sees sampled queries, which are already private.
 """

@@ -9,7 +9,7 @@ Only the *touched* attributes (those with a bit in some clause or a non-zero lin
 decision variables; the others are *free* (paper §6.4) and are set by a :mod:`free-attribute policy
 <dq_engine.oracle.free_attributes>`.
 
-With public :class:`~dq_engine.constraints.Constraints` the maximum is taken over the *feasible* records only:
+With public :class:`~dq_engine.data.constraints.Constraints` the maximum is taken over the *feasible* records only:
 the attributes linked to the touched ones through rules (:attr:`BestResponseProblem.variable_attributes`)
 become decision variables too, and every record the oracles return breaks no rule. The constraints must carry a
 witness (a feasible record, :func:`dq_engine.oracle.feasible.with_witness`): it is the start and fallback.
@@ -22,11 +22,11 @@ from functools import cached_property
 
 import numpy as np
 
-from dq_engine.constraints import Constraints
-from dq_engine.domain import Domain
+from dq_engine.data.constraints import Constraints
+from dq_engine.data.domain import Domain
+from dq_engine.data.workload import Workload
 from dq_engine.errors import ConfigError
-from dq_engine.mw import SampledQueries
-from dq_engine.workload import Workload
+from dq_engine.privacy.mw import SampledQueries
 
 __all__ = ["BestResponseProblem", "problem_from_samples"]
 

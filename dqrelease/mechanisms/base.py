@@ -9,7 +9,7 @@ A :class:`Mechanism` bundles
   :class:`ReleasePlan`; it never sees private data;
 * ``run`` -- the engine call that executes a plan on the private data;
 * ``enforces_constraints`` -- whether every record it publishes keeps the schema's public rules
-  (:mod:`dqrelease.rules`). A mechanism that cannot is refused at plan time when the schema has rules.
+  (:mod:`dqrelease.inputs.rules`). A mechanism that cannot is refused at plan time when the schema has rules.
 
 The registry (:mod:`dqrelease.mechanisms`) is the only place that lists mechanisms; ``plan``, ``run``, the docs
 generator and ``bench/mechanisms.py`` all read it. Heavy engine modules are imported inside ``plan`` and ``run``
@@ -27,13 +27,13 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     import numpy as np
 
-    from dq_engine.accounting import ComposedCost, PrivacyEvent
-    from dq_engine.constraints import Constraints
-    from dq_engine.data import Dataset
+    from dq_engine.data.constraints import Constraints
+    from dq_engine.data.dataset import Dataset
+    from dq_engine.data.workload import Workload
     from dq_engine.oracle import OracleConfig
-    from dq_engine.public import PublicQuantities
+    from dq_engine.privacy.accounting import ComposedCost, PrivacyEvent
+    from dq_engine.privacy.public import PublicQuantities
     from dq_engine.results import RoundDiagnostics, SynthesisResult
-    from dq_engine.workload import Workload
 
 __all__ = [
     "Mechanism",
@@ -106,7 +106,7 @@ class PlanInputs:
         mode: The accounting mode charged to the ledger (``tight`` or ``paper``).
         deterministic: Seeded run: the oracle must be reproducible.
         constraints: The schema's public rules over the domain, or None when it declares none.
-        workload: The public workload, whose shape the utility forecast reads (:mod:`dq_engine.forecast`), or
+        workload: The public workload, whose shape the utility forecast reads (:mod:`dq_engine.evaluation.forecast`), or
             None (the forecast then approximates it from ``public``'s ``N`` and ``M``).
     """
 

@@ -6,7 +6,7 @@
   rounds are reused by rejection sampling.
 
 ``T`` is the largest number of rounds whose cost in the config's accounting mode is within the mechanism's
-target (:func:`dq_engine.calibration.calibrate_rounds`), unless ``rounds`` is given (then it is checked).
+target (:func:`dq_engine.privacy.calibration.calibrate_rounds`), unless ``rounds`` is given (then it is checked).
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ class DQRSKeys(_DualFamilyKeys):
 
 def _default_samples(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs, topup: float) -> int:
     """The first of :data:`DEFAULT_SAMPLES` that leaves at least :data:`MIN_ROUNDS` rounds (public quantities only)."""
-    from dq_engine.calibration import calibrate_rounds
     from dq_engine.errors import AccountingError
+    from dq_engine.privacy.calibration import calibrate_rounds
 
     public = inputs.public
     if keys.rounds is not None or public.epsilon is None:
@@ -137,11 +137,11 @@ def _default_samples(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs, topup: 
 
 
 def _plan(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs) -> ReleasePlan:
-    from dq_engine.accounting import compose, within_target
-    from dq_engine.calibration import calibrate_rounds, mechanism_events
-    from dq_engine.dqrs import DQRSConfig
-    from dq_engine.dualquery import DualQueryConfig
     from dq_engine.errors import AccountingError
+    from dq_engine.mechanisms.dqrs import DQRSConfig
+    from dq_engine.mechanisms.dualquery import DualQueryConfig
+    from dq_engine.privacy.accounting import compose, within_target
+    from dq_engine.privacy.calibration import calibrate_rounds, mechanism_events
 
     public, mode, name = inputs.public, inputs.mode, keys.name
     topup = keys.topup_fraction if name == "dqrs" else 0.25
@@ -191,8 +191,8 @@ def _plan(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs) -> ReleasePlan:
 
 
 def _run(plan: ReleasePlan, inputs: RunInputs):
-    from dq_engine.dqrs import dqrs
-    from dq_engine.dualquery import dualquery
+    from dq_engine.mechanisms.dqrs import dqrs
+    from dq_engine.mechanisms.dualquery import dualquery
 
     runner = dualquery if plan.mechanism == "dualquery" else dqrs
     return runner(inputs.data, inputs.workload, plan.engine_config, rng=inputs.rng, progress=inputs.progress,

@@ -1,7 +1,7 @@
 """The table fit in the pipeline: section ``[mechanism.fit]``, and how a plan makes room for it.
 
 DualQuery, DQRS, FEM and sepFEM publish, by default, their records calibrated against charged noisy marginals
-(:mod:`dq_engine.table_fit`): MWEM on particles seeded with the mechanism's records. The fit takes ``share`` of
+(:mod:`dq_engine.fit.table_fit`): MWEM on particles seeded with the mechanism's records. The fit takes ``share`` of
 the target's zCDP budget ρ; the mechanism is planned within what is left, by bisection on the mechanism's own
 target ε so that the *combined* cost (the mechanism's events and the fit's, composed) never exceeds the target
 in the config's accounting mode. ``enabled = false`` publishes the mechanism's raw records (the papers'
@@ -54,11 +54,11 @@ class FitKeys(BaseModel):
 def _target_rho(inputs: PlanInputs) -> float:
     """The largest ρ whose (ε, δ) conversion in the config's accounting mode is within the target.
 
-    Tight mode: the optimal conversion (:func:`dq_engine.public.largest_rho`); paper mode: seed 004's
+    Tight mode: the optimal conversion (:func:`dq_engine.privacy.public.largest_rho`); paper mode: seed 004's
     ``ε = ρ + 2√(ρ ln(1/δ))``, i.e. ``ρ = (√(ln(1/δ) + ε) - √ln(1/δ))²``.
     """
-    from dq_engine.accounting import zcdp_from_approx_dp_simple
-    from dq_engine.public import largest_rho
+    from dq_engine.privacy.accounting import zcdp_from_approx_dp_simple
+    from dq_engine.privacy.public import largest_rho
 
     public = inputs.public
     if inputs.mode == "tight":
@@ -67,8 +67,8 @@ def _target_rho(inputs: PlanInputs) -> float:
 
 
 def _fit_config(fit: FitKeys, inputs: PlanInputs) -> Any:
-    from dq_engine.accounting import approx_dp_from_zcdp
-    from dq_engine.defaults import mwem_particles_config
+    from dq_engine.mechanisms.defaults import mwem_particles_config
+    from dq_engine.privacy.accounting import approx_dp_from_zcdp
 
     public = inputs.public
     rho_fit = fit.share * _target_rho(inputs)
@@ -89,9 +89,9 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
         ConfigError: Without a target ε (the fit's budget is a share of it).
         AccountingError: If no mechanism budget fits next to the fit.
     """
-    from dq_engine.accounting import within_target
     from dq_engine.errors import AccountingError, ConfigError
-    from dq_engine.table_fit import combined_costs, fit_events
+    from dq_engine.fit.table_fit import combined_costs, fit_events
+    from dq_engine.privacy.accounting import within_target
 
     public, mode = inputs.public, inputs.mode
     if public.epsilon is None:
@@ -143,10 +143,10 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
 
 
 def run_fit(plan: ReleasePlan, inputs: RunInputs, result: Any) -> Any:
-    """Fit the mechanism's ``result`` as the plan says (``dq_engine.table_fit.fit_table``); unchanged without a fit."""
+    """Fit the mechanism's ``result`` as the plan says (``dq_engine.fit.table_fit.fit_table``); else unchanged."""
     if plan.fit is None:
         return result
-    from dq_engine.table_fit import fit_table
+    from dq_engine.fit.table_fit import fit_table
 
     return fit_table(
         inputs.data, inputs.workload, result, plan.fit, rng=inputs.rng, constraints=inputs.constraints,

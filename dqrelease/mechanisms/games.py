@@ -2,7 +2,7 @@
 
 Both play the primal game: each round selects a query with the exponential mechanism (ε₀ per selection) and
 the data player answers with follow-the-perturbed-leader records from the CP-SAT oracle; the release is the
-union of the per-round samples. The rule (:func:`dq_engine.defaults.fem_config`) sets T, s and η from public
+union of the per-round samples. The rule (:func:`dq_engine.mechanisms.defaults.fem_config`) sets T, s and η from public
 quantities and calibrates ε₀ to the target; keys given replace the rule's values.
 """
 
@@ -76,8 +76,8 @@ class SepFEMKeys(_GameKeys):
 
 
 def _plan(keys: FEMKeys | SepFEMKeys, inputs: PlanInputs) -> ReleasePlan:
-    from dq_engine.defaults import FEM_ROUNDS_CAP, SEPFEM_ROUNDS_CAP, fem_config, ftpl_oracle, sepfem_config
-    from dq_engine.fem import fem_costs, fem_events
+    from dq_engine.mechanisms.defaults import FEM_ROUNDS_CAP, SEPFEM_ROUNDS_CAP, fem_config, ftpl_oracle, sepfem_config
+    from dq_engine.mechanisms.fem import fem_costs, fem_events
 
     public, mode = inputs.public, inputs.mode
     oracle = None
@@ -121,14 +121,14 @@ def _plan(keys: FEMKeys | SepFEMKeys, inputs: PlanInputs) -> ReleasePlan:
 
 
 def _run(plan: ReleasePlan, inputs: RunInputs):
-    from dq_engine.fem import fem
-    from dq_engine.sepfem import sepfem
+    from dq_engine.mechanisms.fem import fem
+    from dq_engine.mechanisms.sepfem import sepfem
 
     game = fem if plan.mechanism == "fem" else sepfem
     arguments = (inputs.data, inputs.workload, plan.engine_config)
     if inputs.dask_address is None:
         return game(*arguments, rng=inputs.rng, progress=inputs.progress, constraints=inputs.constraints)
-    from dqrelease.cluster import dask_executor
+    from dqrelease.runtime.cluster import dask_executor
 
     with dask_executor(inputs.dask_address) as executor:
         return game(

@@ -2,12 +2,12 @@
 
 * ``mwem`` -- MWEM (Hardt, Ligett & McSherry 2012, Algorithm 1): multiplicative weights over every record of
   the domain. It keeps one weight per record and is refused at plan time above ``2^24`` records
-  (:data:`dq_engine.mwem.MAX_UNIVERSE_LOG2`), naming a mechanism whose forecast passes
-  (:func:`dqrelease.mechanisms.utility.recommendation`).
+  (:data:`dq_engine.fit.mwem.MAX_UNIVERSE_LOG2`), naming a mechanism whose forecast passes
+  (:func:`dqrelease.mechanisms.dispatch.recommendation`).
 * ``mwem-particles`` -- MWEM on 200,000 particles (any domain size): noisy one-way marginals give the
   particles' prior, each round selects a marginal with the exponential mechanism and measures it with Gaussian
   noise, and the particles are resampled and moved using only those noisy results
-  (:func:`dq_engine.defaults.mwem_particles_config`).
+  (:func:`dq_engine.mechanisms.defaults.mwem_particles_config`).
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ class MWEMParticlesKeys(_MWEMFamilyKeys):
 
 
 def _plan_mwem(keys: MWEMKeys, inputs: PlanInputs) -> ReleasePlan:
-    from dq_engine.defaults import mwem_config
     from dq_engine.errors import UniverseTooLargeError
-    from dq_engine.mwem import MAX_UNIVERSE_LOG2, mwem_costs, mwem_events
-    from dqrelease.mechanisms.utility import recommendation
+    from dq_engine.fit.mwem import MAX_UNIVERSE_LOG2, mwem_costs, mwem_events
+    from dq_engine.mechanisms.defaults import mwem_config
+    from dqrelease.mechanisms.dispatch import recommendation
 
     public, mode = inputs.public, inputs.mode
     log2 = public.domain.universe_log2
@@ -77,8 +77,8 @@ def _plan_mwem(keys: MWEMKeys, inputs: PlanInputs) -> ReleasePlan:
 
 
 def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
-    from dq_engine.defaults import MWEM_PARTICLES_ROUNDS_CAP, mwem_particles_config
-    from dq_engine.mwem import mwem_costs, mwem_events
+    from dq_engine.fit.mwem import mwem_costs, mwem_events
+    from dq_engine.mechanisms.defaults import MWEM_PARTICLES_ROUNDS_CAP, mwem_particles_config
 
     public, mode = inputs.public, inputs.mode
     engine_config = mwem_particles_config(public, mode=mode, rounds=keys.rounds)
@@ -109,7 +109,7 @@ def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
 
 
 def _run(plan: ReleasePlan, inputs: RunInputs):
-    from dq_engine.mwem import mwem
+    from dq_engine.fit.mwem import mwem
 
     result = mwem(
         inputs.data, inputs.workload, plan.engine_config, rng=inputs.rng, progress=inputs.progress,

@@ -25,7 +25,7 @@ whole range, so the release would spend its budget on noise.
 """
 
 RR_LABEL = "mechanism E: per-record randomized response"
-"""The label of randomized response's privacy event (as :func:`dq_engine.randomized_response` writes it)."""
+"""The label of randomized response's privacy event (as :func:`dq_engine.mechanisms.randomized_response` writes it)."""
 
 
 class RandomizedResponseKeys(MechanismKeys):
@@ -42,16 +42,16 @@ class RandomizedResponseKeys(MechanismKeys):
 
 
 def _plan(keys: RandomizedResponseKeys, inputs: PlanInputs) -> ReleasePlan:
-    from dq_engine.accounting import PureDpEvent
     from dq_engine.errors import ConfigError, UniverseTooLargeError
-    from dq_engine.mwem import mwem_costs
-    from dq_engine.randomized_response import (
+    from dq_engine.fit.mwem import mwem_costs
+    from dq_engine.mechanisms.randomized_response import (
         MAX_RR_UNIVERSE_LOG2,
         RandomizedResponseConfig,
         estimate_sd_bound,
         keep_probability,
     )
-    from dqrelease.mechanisms.utility import recommendation
+    from dq_engine.privacy.accounting import PureDpEvent
+    from dqrelease.mechanisms.dispatch import recommendation
 
     public = inputs.public
     domain, epsilon = public.domain, public.epsilon
@@ -88,7 +88,7 @@ def _plan(keys: RandomizedResponseKeys, inputs: PlanInputs) -> ReleasePlan:
 
 
 def _run(plan: ReleasePlan, inputs: RunInputs):
-    from dq_engine.randomized_response import randomized_response
+    from dq_engine.mechanisms.randomized_response import randomized_response
 
     return randomized_response(inputs.data, plan.engine_config, rng=inputs.rng)
 

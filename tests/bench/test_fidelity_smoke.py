@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from dq_engine import Dataset, Domain, all_kway_marginals
-from dq_engine.fidelity import evaluate_rows, fidelity_reference
+from dq_engine.evaluation.fidelity import evaluate_rows, fidelity_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"

@@ -12,9 +12,9 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from dqrelease import prefect_server
 from dqrelease.cli import app
-from dqrelease.prefect_server import ServerRecord, find_or_start, server_status, stop_server, wait_until_ready
+from dqrelease.runtime import prefect_server
+from dqrelease.runtime.prefect_server import ServerRecord, find_or_start, server_status, stop_server, wait_until_ready
 
 
 @pytest.fixture()
@@ -71,7 +71,7 @@ def test_the_cli_reports_a_stale_state_file_without_stopping_anything(state: Pat
 
 def test_an_explicit_prefect_api_url_is_used_and_nothing_is_started(tmp_path: Path):
     code = (
-        "from dqrelease.prefect_server import prefect_api\n"
+        "from dqrelease.runtime.prefect_server import prefect_api\n"
         "api = prefect_api()\n"
         "print(api.source, api.url)\n"
     )
@@ -84,7 +84,7 @@ def test_an_explicit_prefect_api_url_is_used_and_nothing_is_started(tmp_path: Pa
 @pytest.mark.parametrize(("mode", "expected"), [("ephemeral", "ephemeral None"), ("sometimes", "ConfigInvalidError")])
 def test_the_server_mode_switch(tmp_path: Path, mode: str, expected: str):
     code = (
-        "from dqrelease.prefect_server import prefect_api\n"
+        "from dqrelease.runtime.prefect_server import prefect_api\n"
         "try:\n"
         "    api = prefect_api()\n"
         "    print(api.source, api.url)\n"
@@ -129,7 +129,7 @@ def test_heartbeats_are_off_on_servers_dqrelease_runs_unless_the_user_set_them(v
     """
     code = (
         "from prefect.settings import get_current_settings as current\n"
-        "from dqrelease.prefect_server import PrefectApi\n"
+        "from dqrelease.runtime.prefect_server import PrefectApi\n"
         "with PrefectApi(source='ephemeral', url=None).connected():\n"
         "    print(current().flows.heartbeat_frequency)\n"
         "with PrefectApi(source='configured', url='http://127.0.0.1:9/api').connected():\n"

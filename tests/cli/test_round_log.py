@@ -1,12 +1,12 @@
-"""What the run log and the progress bar say about a round (dqrelease.progress.describe_round)."""
+"""What the run log and the progress bar say about a round (dqrelease.runtime.progress.describe_round)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from dq_engine import Dataset, Domain, make_rng, random_marginals
-from dq_engine.mwem import MWEMConfig, calibrate_mwem, mwem
-from dqrelease.progress import describe_round
+from dq_engine.fit.mwem import MWEMConfig, calibrate_mwem, mwem
+from dqrelease.runtime.progress import describe_round
 
 
 def test_mwem_particle_rounds_are_described_as_measurements_not_as_an_oracle_that_did_not_run():

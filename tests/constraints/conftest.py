@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from dq_engine import Dataset, Domain, make_rng
-from dq_engine.constraints import Constraints
-from dq_engine.domain import Attribute
+from dq_engine.data.constraints import Constraints
+from dq_engine.data.domain import Attribute
 
 CHILD, NEVER_MARRIED, NO_WEEKS = 0, 0, 0
 

@@ -1,4 +1,4 @@
-"""dq_engine.constraints.Constraints: evaluation, structure, repair and the CP-SAT witness / infeasibility core."""
+"""dq_engine.data.constraints.Constraints: evaluation, structure, repair and the CP-SAT witness / infeasibility core."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dq_engine import Domain, make_rng
-from dq_engine.constraints import Constraints
+from dq_engine.data.constraints import Constraints
 from dq_engine.errors import ConfigError, InfeasibleConstraintsError
 from dq_engine.oracle.feasible import feasible_record, infeasible_rules, with_witness
 from tests.constraints.conftest import all_records

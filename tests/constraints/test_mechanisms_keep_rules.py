@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 
 from dq_engine import all_kway_marginals, make_rng
-from dq_engine.dqrs import DQRSConfig, dqrs
-from dq_engine.dualquery import DualQueryConfig, dualquery
+from dq_engine.data.marginal_tables import MarginalIndex
 from dq_engine.errors import InfeasibleConstraintsError
-from dq_engine.fem import FEMConfig, fem
-from dq_engine.marginal_tables import MarginalIndex
-from dq_engine.mwem import MWEMConfig, _UniverseDistribution, mwem, sample_support
+from dq_engine.fit.mwem import MWEMConfig, _UniverseDistribution, mwem, sample_support
+from dq_engine.fit.particles import ParticleDistribution
+from dq_engine.mechanisms.dqrs import DQRSConfig, dqrs
+from dq_engine.mechanisms.dualquery import DualQueryConfig, dualquery
+from dq_engine.mechanisms.fem import FEMConfig, fem
+from dq_engine.mechanisms.sepfem import SepFEMConfig, sepfem
 from dq_engine.oracle import OracleConfig
 from dq_engine.oracle.feasible import with_witness
-from dq_engine.particles import ParticleDistribution
-from dq_engine.sepfem import SepFEMConfig, sepfem
 
 ORACLE = OracleConfig(kind="portfolio", deterministic=True, num_workers=1, deterministic_time_limit=0.2)
 FTPL = OracleConfig(kind="cpsat", deterministic=True, num_workers=1, deterministic_time_limit=0.2)
@@ -95,7 +95,7 @@ def test_mwem_universe_as_a_list_of_feasible_records_is_the_same_mechanism(censu
     """The list of feasible records (used when rules forbid most records) gives the dense tensor's result."""
     import sys
 
-    mwem_module = sys.modules["dq_engine.mwem"]  # the package exports the function under the module's name
+    mwem_module = sys.modules["dq_engine.fit.mwem"]  # the package exports the function under the module's name
     workload = all_kway_marginals(census_data.domain, 2)
     config = MWEMConfig(rounds=6, select_epsilon=0.5, measure_epsilon=0.5, output=output)
     results = {}

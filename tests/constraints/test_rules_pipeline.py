@@ -13,15 +13,15 @@ from typer.testing import CliRunner
 from dq_engine import make_rng
 from dq_engine.oracle.feasible import with_witness
 from dqrelease.cli import app
-from dqrelease.config import load_config
-from dqrelease.decode import decode_records
-from dqrelease.discretize import discretize, domain_from_schema
 from dqrelease.errors import ConfigInvalidError, ExitCode, ValidationFailedError
 from dqrelease.expectations.validate import validate_synthetic, validate_table
+from dqrelease.inputs.config import load_config
+from dqrelease.inputs.discretize import discretize
+from dqrelease.inputs.encoding import domain_from_columns
+from dqrelease.inputs.schema import Schema, schema_constraints
 from dqrelease.mechanisms import MECHANISMS
+from dqrelease.outputs.decode import decode_records
 from dqrelease.plan import build_workload, plan_release
-from dqrelease.rules import schema_constraints
-from dqrelease.schema import Schema
 from dqrelease.warehouse import connect
 
 COLUMNS = [
@@ -118,7 +118,7 @@ def test_raw_table_keeping_the_rules_passes():
 def test_synthetic_table_with_a_planted_violation_fails_the_release(numeric_values):
     schema = _schema(on_violation="report")  # 'report' governs the raw table only: the synthetic table fails
     constraints = schema_constraints(schema)
-    domain = domain_from_schema(schema)
+    domain = domain_from_columns(schema.columns)
     rng = make_rng(0)
     codes = np.stack([rng.integers(0, s, 400) for s in domain.sizes], axis=1)
     codes = constraints.repair(codes, with_witness(constraints).witness_codes, np.arange(len(domain)))
@@ -164,9 +164,9 @@ def _config(tmp_path: Path, mechanism: str, *, rules: bool) -> Path:
 def test_randomized_response_is_refused_at_plan_time_when_the_schema_has_rules(tmp_path):
     path = _config(tmp_path, "randomized_response", rules=True)
     config = load_config(path)
-    from dqrelease.schema import load_schema
+    from dqrelease.inputs.schema import load_schema
 
-    workload = build_workload(config.workload, domain_from_schema(load_schema(config.schema_file)))
+    workload = build_workload(config.workload, domain_from_columns(load_schema(config.schema_file).columns))
     with pytest.raises(ConfigInvalidError) as caught:
         plan_release(config, n=48842, workload=workload)
     message = str(caught.value)
@@ -184,9 +184,9 @@ def test_randomized_response_is_refused_at_plan_time_when_the_schema_has_rules(t
 def test_without_rules_the_same_config_is_not_refused_for_rules(tmp_path):
     path = _config(tmp_path, "randomized_response", rules=False)
     config = load_config(path)
-    from dqrelease.schema import load_schema
+    from dqrelease.inputs.schema import load_schema
 
-    workload = build_workload(config.workload, domain_from_schema(load_schema(config.schema_file)))
+    workload = build_workload(config.workload, domain_from_columns(load_schema(config.schema_file).columns))
     try:
         plan = plan_release(config, n=48842, workload=workload)
     except ConfigInvalidError as error:  # refused for its estimator noise on 15 columns, not for rules
@@ -198,10 +198,10 @@ def test_without_rules_the_same_config_is_not_refused_for_rules(tmp_path):
 def test_a_mechanism_that_keeps_rules_carries_them_in_its_plan(tmp_path):
     path = _config(tmp_path, "dualquery", rules=True)
     config = load_config(path)
-    from dqrelease.schema import load_schema
+    from dqrelease.inputs.schema import load_schema
 
     schema = load_schema(config.schema_file)
-    workload = build_workload(config.workload, domain_from_schema(schema))
+    workload = build_workload(config.workload, domain_from_columns(schema.columns))
     plan = plan_release(config, n=48842, workload=workload)
     assert plan.constraints is not None
     assert plan.constraints.rule_names == tuple(rule.name for rule in schema.rules)

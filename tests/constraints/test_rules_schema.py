@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from dqrelease.errors import ConfigInvalidError, ExitCode
-from dqrelease.rules import schema_constraints
-from dqrelease.schema import load_schema
+from dqrelease.inputs.schema import load_schema, schema_constraints
 
 COLUMNS = '''
 [[columns]]

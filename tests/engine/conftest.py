@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dq_engine import Dataset, Domain, OracleConfig, make_rng
-from dq_engine.domain import Attribute
+from dq_engine.data.domain import Attribute
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dq_engine.accounting import (
+from dq_engine.errors import AccountingError
+from dq_engine.privacy.accounting import (
     ExponentialMechanismEvent,
     PureDpEvent,
     ZCDPEvent,
@@ -23,8 +24,7 @@ from dq_engine.accounting import (
     zcdp_rho,
     zcdp_to_approx_dp_simple,
 )
-from dq_engine.errors import AccountingError
-from dq_engine.theorems import (
+from dq_engine.privacy.theorems import (
     dualquery_advanced_epsilon,
     dualquery_events,
     dualquery_pure_epsilon,
@@ -256,7 +256,7 @@ def test_basic_composition_is_the_exact_sum_rounded_once():
 
 
 def _plain_largest_rho(epsilon: float, delta: float) -> float:
-    """The 80-step bisection :func:`dq_engine.public.largest_rho` must reproduce bit for bit."""
+    """The 80-step bisection :func:`dq_engine.privacy.public.largest_rho` must reproduce bit for bit."""
     low, high = 0.0, float(epsilon)
     for _ in range(80):
         middle = 0.5 * (low + high)
@@ -272,7 +272,7 @@ def _plain_largest_rho(epsilon: float, delta: float) -> float:
     [(1.0, 1e-9), (0.1, 1e-9), (0.7, 1e-9), (10.0, 1e-6), (0.01, 1e-5), (0.003, 1e-12), (20.0, 1e-3), (2.5, 1e-7)],
 )
 def test_largest_rho_is_the_plain_bisection_bit_for_bit_with_fewer_conversions(epsilon, delta, monkeypatch):
-    import dq_engine.public as public
+    import dq_engine.privacy.public as public
 
     expected = _plain_largest_rho(epsilon, delta)
     approx_dp_from_zcdp.cache_clear()  # count the conversions of this call only
@@ -291,7 +291,7 @@ def test_largest_rho_is_the_plain_bisection_bit_for_bit_with_fewer_conversions(e
 
 @pytest.mark.parametrize(("epsilon", "delta"), [(1.0, 1e-9), (0.1, 1e-6), (5.0, 1e-3)])
 def test_simple_conversion_inverse_gives_back_epsilon(epsilon, delta):
-    from dq_engine.accounting import zcdp_from_approx_dp_simple, zcdp_to_approx_dp_simple
+    from dq_engine.privacy.accounting import zcdp_from_approx_dp_simple, zcdp_to_approx_dp_simple
 
     rho = zcdp_from_approx_dp_simple(epsilon, delta)
     assert zcdp_to_approx_dp_simple(rho, delta) == pytest.approx(epsilon, rel=1e-12)

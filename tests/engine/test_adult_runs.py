@@ -22,7 +22,8 @@ from dq_engine import (
     make_rng,
     random_marginals,
 )
-from dq_engine.baselines import uniform_answers, zeros_answers
+from dq_engine.data.answers import uniform_answers
+from dq_engine.evaluation.baselines import zeros_answers
 
 SLICE = ["workclass", "education-num", "marital-status", "race", "sex"]  # 9 x 16 x 7 x 5 x 2 = 10,080 records
 

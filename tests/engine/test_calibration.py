@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from dq_engine.calibration import MAX_ROUNDS, calibrate_rounds, largest_admissible, mechanism_cost
 from dq_engine.errors import AccountingError
+from dq_engine.privacy.calibration import MAX_ROUNDS, calibrate_rounds, largest_admissible, mechanism_cost
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -20,10 +20,10 @@ import math
 
 import pytest
 
-from dq_engine.accounting import ExponentialMechanismEvent, PureDpEvent, compose
-from dq_engine.calibration import mechanism_cost
 from dq_engine.errors import ConfigError
-from dq_engine.theorems import dqrs_events, dqrs_fresh_samples, dqrs_gamma, dqrs_rejects, dqrs_topup_reserve
+from dq_engine.privacy.accounting import ExponentialMechanismEvent, PureDpEvent, compose
+from dq_engine.privacy.calibration import mechanism_cost
+from dq_engine.privacy.theorems import dqrs_events, dqrs_fresh_samples, dqrs_gamma, dqrs_rejects, dqrs_topup_reserve
 
 ETA, S, T, N, F, DELTA = 0.05, 4, 3, 100, 0.25, 1e-6
 

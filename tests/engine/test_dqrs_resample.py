@@ -15,9 +15,9 @@ import pytest
 from scipy.stats import chisquare
 
 from dq_engine import make_rng
-from dq_engine.dqrs import resample
-from dq_engine.mw import QueryDistribution, SampledQueries
-from dq_engine.theorems import dqrs_gamma
+from dq_engine.mechanisms.dqrs import resample
+from dq_engine.privacy.mw import QueryDistribution, SampledQueries
+from dq_engine.privacy.theorems import dqrs_gamma
 
 SIGNIFICANCE = 1e-3
 LOG_WEIGHT = np.array([0.9, -0.4, 1.3, -1.1])  # Q^t

@@ -27,8 +27,9 @@ import pytest
 import scipy.sparse as sp
 
 from dq_engine import Dataset, Domain, answer_workload, make_rng
-from dq_engine.domain import Attribute
-from dq_engine.fidelity import (
+from dq_engine.data.domain import Attribute
+from dq_engine.data.workload import all_kway_marginals
+from dq_engine.evaluation.fidelity import (
     HEADLINE_FIGURES,
     MAX_PAIRS,
     evaluate_answers,
@@ -38,7 +39,6 @@ from dq_engine.fidelity import (
     fidelity_marginals,
     fidelity_reference,
 )
-from dq_engine.workload import all_kway_marginals
 
 TRUE_ROWS = np.array([[0, 0], [0, 1], [1, 0], [2, 1]])
 PUBLISHED = np.array([[0, 0], [0, 0], [1, 1], [1, 1]])

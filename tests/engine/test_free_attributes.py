@@ -9,10 +9,8 @@ import numpy as np
 import pytest
 
 from dq_engine import DQRSConfig, DualQueryConfig, all_kway_marginals, compose, dqrs, dualquery, make_rng
-from dq_engine.accounting import ZCDPEvent, approx_dp_from_zcdp, em_rho_bounded_range
-from dq_engine.calibration import calibrate_rounds, mechanism_cost
-from dq_engine.data import Dataset
-from dq_engine.domain import Domain
+from dq_engine.data.dataset import Dataset
+from dq_engine.data.domain import Domain
 from dq_engine.errors import ConfigError
 from dq_engine.oracle.free_attributes import (
     FreeAttributeFiller,
@@ -20,7 +18,9 @@ from dq_engine.oracle.free_attributes import (
     gaussian_one_way_marginals,
     gaussian_sensitivity_squared,
 )
-from dq_engine.theorems import dualquery_events, dualquery_round_epsilon
+from dq_engine.privacy.accounting import ZCDPEvent, approx_dp_from_zcdp, em_rho_bounded_range
+from dq_engine.privacy.calibration import calibrate_rounds, mechanism_cost
+from dq_engine.privacy.theorems import dualquery_events, dualquery_round_epsilon
 
 
 def test_gaussian_sensitivity_counts_one_cell_per_binary_and_two_per_categorical_attribute(mixed_domain):

@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import chisquare
 
 from dq_engine import make_rng
-from dq_engine.mw import QueryDistribution, SampledQueries
+from dq_engine.privacy.mw import QueryDistribution, SampledQueries
 
 SIGNIFICANCE = 1e-3
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from dq_engine import Domain, OracleConfig, make_rng
+from dq_engine.data.workload import Workload, marginal_queries
 from dq_engine.errors import UniverseTooLargeError
-from dq_engine.mw import QueryDistribution, SampledQueries
 from dq_engine.oracle import BestResponseProblem, best_response, brute_force_best, problem_from_samples
-from dq_engine.workload import Workload, marginal_queries
+from dq_engine.privacy.mw import QueryDistribution, SampledQueries
 
 SEEDS = range(6)
 

@@ -9,8 +9,7 @@ import pytest
 
 from dq_engine import Dataset, Domain, OracleConfig, answer_workload, make_rng, marginal_queries
 from dq_engine.errors import WorkloadError
-from dq_engine.mw import SampledQueries
-from dq_engine.parity import (
+from dq_engine.mechanisms.parity import (
     ParityConfig,
     ParityWorkload,
     all_parities,
@@ -19,6 +18,7 @@ from dq_engine.parity import (
     parity_best_response,
     random_parities,
 )
+from dq_engine.privacy.mw import SampledQueries
 
 
 def _biased_bits(n: int, d: int, seed: int) -> np.ndarray:

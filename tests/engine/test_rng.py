@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dq_engine import make_rng
-from dq_engine.rng import spawn
+from dq_engine.privacy.rng import spawn
 
 
 def test_make_rng_without_seed_draws_from_os_entropy():

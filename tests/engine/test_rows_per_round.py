@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from dq_engine import DQRSConfig, DualQueryConfig, dqrs, dualquery, make_rng
-from dq_engine.answers import answer_records, answer_workload
-from dq_engine.data import Dataset
-from dq_engine.domain import Domain
+from dq_engine.data.answers import answer_records, answer_workload
+from dq_engine.data.dataset import Dataset
+from dq_engine.data.domain import Domain
+from dq_engine.data.workload import random_queries
 from dq_engine.errors import ConfigError
-from dq_engine.mw import QueryDistribution
 from dq_engine.oracle import problem_from_samples
 from dq_engine.oracle.problem import BestResponseProblem
-from dq_engine.workload import random_queries
+from dq_engine.privacy.mw import QueryDistribution
 
 
 def _independent_bits(d: int, n: int, seed: int) -> Dataset:

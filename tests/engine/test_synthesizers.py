@@ -16,7 +16,7 @@ from dq_engine import (
     make_rng,
 )
 from dq_engine.errors import ConfigError
-from dq_engine.theorems import dqrs_events, dualquery_events
+from dq_engine.privacy.theorems import dqrs_events, dualquery_events
 
 
 def _dualquery_config(oracle: OracleConfig, **overrides) -> DualQueryConfig:

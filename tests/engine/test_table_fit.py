@@ -1,4 +1,4 @@
-"""The table fit: DualQuery's records calibrated against charged noisy marginals (dq_engine/table_fit.py).
+"""The table fit: DualQuery's records calibrated against charged noisy marginals (dq_engine/fit/table_fit.py).
 
 The test table has strongly dependent columns (b copies a, c follows a) and skewed single columns, so raw
 DualQuery's few best responses are visibly wrong on single columns and have few distinct rows, while the fitted
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from dq_engine import Dataset, Domain, DualQueryConfig, dualquery, make_rng, marginal_queries, random_queries
-from dq_engine.accounting import compose, rounded_up
-from dq_engine.defaults import mwem_particles_config
 from dq_engine.errors import ConfigError
-from dq_engine.mwem import MWEMConfig, mwem
-from dq_engine.public import PublicQuantities
-from dq_engine.table_fit import combined_costs, fit_events, fit_table, fit_workload
+from dq_engine.fit.mwem import MWEMConfig, mwem
+from dq_engine.fit.table_fit import combined_costs, fit_events, fit_table, fit_workload
+from dq_engine.mechanisms.defaults import mwem_particles_config
+from dq_engine.privacy.accounting import compose, rounded_up
+from dq_engine.privacy.public import PublicQuantities
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism
 
 N = 6_000
@@ -164,7 +164,7 @@ def test_fit_table_refuses_a_universe_config(dependent_table: Dataset):
     ],
 )
 def test_simplex_projection_by_hand(vector, expected):
-    from dq_engine.mwem import simplex_projection
+    from dq_engine.fit.mwem import simplex_projection
 
     assert simplex_projection(np.array(vector)) == pytest.approx(expected, abs=1e-12)
 
@@ -174,7 +174,7 @@ def test_the_priors_one_way_estimate_keeps_a_dominant_values_share():
     clipping at 0 and renormalising would move the positive noise of the 99 nearly empty cells onto them (about
     50 cells x 29 rows here, so a share near 0.89), taking it from the dominant value; the simplex projection with
     the pooled estimate of n does not. Tolerance: 0.005 on the dominant share, over three seeds."""
-    from dq_engine.mwem import sample_support
+    from dq_engine.fit.mwem import sample_support
 
     rng = np.random.default_rng(3)
     n, size = 20_000, 100
@@ -200,7 +200,7 @@ def test_the_fits_final_sweeps_converge_on_a_wide_skewed_table():
     workload all 1-way and 2-way marginals (300), ε = 10 so the noise is small. After the 40 rounds the cyclic MW
     updates have not converged: with 10 final sweeps over the history the worst one-way cell of the fit was
     0.011-0.012 on these seeds, with the default's 100 it is 0.0026-0.0039. Tolerance 0.006 on each of 2 seeds."""
-    from dq_engine.defaults import MWEM_PARTICLES_FINAL_SWEEPS
+    from dq_engine.mechanisms.defaults import MWEM_PARTICLES_FINAL_SWEEPS
 
     k, size, n = 24, 6, 20_000
     rng = np.random.default_rng(7)
@@ -230,7 +230,7 @@ def test_final_sweeps_stop_at_the_first_sweep_within_the_noise_and_not_before_th
     """A fake history of 2 measurements (3 values each, noise variance 1/64) whose residuals halve at every sweep,
     starting at 1: a sweep's discrepancy is the mean of residual² / variance, 64, 16, 4, 1, ... so the 4th sweep
     is the first within the noise. With a minimum of 6 the sweeps go on to 6; without early stopping, to the cap."""
-    from dq_engine.mwem import _final_sweeps, _Measurement
+    from dq_engine.fit.mwem import _final_sweeps, _Measurement
 
     def history():
         return [_Measurement(m, np.arange(3), np.zeros(3), 1 / 64) for m in range(2)]
@@ -258,7 +258,7 @@ def test_final_sweeps_stop_once_a_sweep_gains_less_than_the_tolerance():
     empty noisy cells) stops at the minimum under a 0.1 % tolerance, but runs to the cap without one; a steady
     5 % gain a sweep (as on KDD99) is not converged and runs to the cap; a gain that falls under 0.1 % at the
     8th sweep stops there."""
-    from dq_engine.mwem import _final_sweeps, _Measurement
+    from dq_engine.fit.mwem import _final_sweeps, _Measurement
 
     def run(discrepancies, tolerance, minimum=3):
         history = [_Measurement(0, np.arange(1), np.zeros(1), 1.0)]
@@ -283,7 +283,7 @@ def test_final_sweeps_go_on_while_a_small_measurement_is_still_far_from_its_nois
     sweeps with the one-way measurement still 2.1 times its noise. The measurements' mean, (1.001 + 9 x 0.9^k) / 2
     at sweep k + 1, falls by more than 0.1 % a sweep until it is within the noise: 9 x 0.9^21 = 0.985, so at the
     22nd sweep it is 0.993, and the sweeps stop there."""
-    from dq_engine.mwem import _final_sweeps, _Measurement
+    from dq_engine.fit.mwem import _final_sweeps, _Measurement
 
     wide = _Measurement(0, np.arange(1_000), np.zeros(1_000), 1.0)
     narrow = _Measurement(1, np.arange(4), np.zeros(4), 1.0)
@@ -308,7 +308,7 @@ def test_final_sweeps_go_on_while_a_small_measurement_is_still_far_from_its_nois
 def test_the_default_fit_stops_its_final_sweeps_at_the_minimum_when_the_noise_is_large(dependent_table: Dataset):
     """ε = 0.05 on 6,000 rows: every measured cell has noise of several percent, which the fit reaches within the
     first sweeps, so the default's sweeps stop at their minimum (10); at ε = 100 the noise is tiny and they go on."""
-    from dq_engine.defaults import MWEM_PARTICLES_FINAL_MIN_SWEEPS
+    from dq_engine.mechanisms.defaults import MWEM_PARTICLES_FINAL_MIN_SWEEPS
 
     workload = _workload(dependent_table.domain)
     runs = {}

@@ -12,9 +12,9 @@ import pytest
 import scipy.sparse as sp
 
 from dq_engine import Dataset, Domain, make_rng
-from dq_engine.answers import answer_records, answer_workload, error_summary, per_marginal_max_error
+from dq_engine.data.answers import answer_records, answer_workload, error_summary, per_marginal_max_error
+from dq_engine.data.workload import Workload, all_kway_marginals, marginal_queries, random_marginals, random_queries
 from dq_engine.errors import DomainError, WorkloadError
-from dq_engine.workload import Workload, all_kway_marginals, marginal_queries, random_marginals, random_queries
 
 
 # ---------------------------------------------------------------------- naive references

@@ -10,9 +10,8 @@ import pytest
 import scipy.sparse as sp
 
 from dq_engine import Dataset, Domain, answer_workload, make_rng
-from dq_engine.errors import WorkloadError
-from dq_engine.marginal_tables import MarginalIndex
-from dq_engine.workload import (
+from dq_engine.data.marginal_tables import MarginalIndex
+from dq_engine.data.workload import (
     MAX_KWAY_MARGINALS,
     all_kway_marginals,
     concatenate_workloads,
@@ -22,6 +21,7 @@ from dq_engine.workload import (
     random_marginals,
     random_queries,
 )
+from dq_engine.errors import WorkloadError
 
 
 def _marginal_sets(workload) -> list[tuple[int, ...]]:

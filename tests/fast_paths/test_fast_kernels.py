@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from dq_engine import Domain, make_rng
-from dq_engine.domain import Attribute
-from dq_engine.mw import QueryDistribution
-from dq_engine.workload import Workload, all_kway_marginals, marginal_queries, random_queries
+from dq_engine.data.domain import Attribute
+from dq_engine.data.workload import Workload, all_kway_marginals, marginal_queries, random_queries
+from dq_engine.privacy.mw import QueryDistribution
 
 
 def _direct_evaluate(workload: Workload, record_bits: np.ndarray) -> np.ndarray:

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from dq_engine import Domain, OracleConfig, make_rng
-from dq_engine.domain import Attribute
-from dq_engine.mw import QueryDistribution
+from dq_engine.data.domain import Attribute
+from dq_engine.data.workload import marginal_queries, random_queries
 from dq_engine.oracle import BestResponseProblem, brute_force_best, problem_from_samples
 from dq_engine.oracle.cpsat import ENCODINGS, solve_cpsat
 from dq_engine.oracle.local_search import _State, local_search
-from dq_engine.workload import marginal_queries, random_queries
+from dq_engine.privacy.mw import QueryDistribution
 
 
 def _mixed_domain(rng: np.random.Generator, attributes: int = 6) -> Domain:

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from dq_engine import Dataset, Domain, DualQueryConfig, OracleConfig, answer_workload, dualquery, make_rng
-from dq_engine.domain import Attribute
+from dq_engine.data.domain import Attribute
+from dq_engine.data.rows import pack_rows, unique_rows
+from dq_engine.data.workload import marginal_queries, random_queries
 from dq_engine.errors import DomainError
-from dq_engine.mw import QueryDistribution
-from dq_engine.rows import pack_rows, unique_rows
-from dq_engine.workload import marginal_queries, random_queries
+from dq_engine.privacy.mw import QueryDistribution
 
 
 def _reference_draws(m: int, k: int, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -193,7 +193,7 @@ def test_packed_bit_dataset_refuses_wrong_shape_padding_and_categorical_domains(
 
 
 def test_sparse_subset_counting_answers_exactly_like_packed_columns(monkeypatch):
-    from dq_engine import answers
+    from dq_engine.data import answers
 
     rng = make_rng(21)
     domain = Domain.binary(40)
@@ -218,7 +218,7 @@ def test_sparse_subset_counting_answers_exactly_like_packed_columns(monkeypatch)
 
 
 def test_subset_counting_declines_dense_records():
-    from dq_engine import answers
+    from dq_engine.data import answers
 
     rng = make_rng(22)
     domain = Domain.binary(60)

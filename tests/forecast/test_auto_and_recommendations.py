@@ -9,13 +9,15 @@ import numpy as np
 import pytest
 
 from dq_engine import Domain
-from dq_engine.constraints import Constraints
-from dq_engine.public import PublicQuantities
-from dq_engine.workload import all_kway_marginals, concatenate_workloads, random_marginals
+from dq_engine.data.constraints import Constraints
+from dq_engine.data.workload import all_kway_marginals, concatenate_workloads, random_marginals
+from dq_engine.privacy.public import PublicQuantities
 from dqrelease.errors import ConfigInvalidError
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, mechanism, plan_mechanism
-from dqrelease.mechanisms.auto import WIDE_COLUMNS, AutoKeys
-from dqrelease.mechanisms.utility import assess_plan, forecast_shape, passing_alternative
+from dqrelease.mechanisms.auto import AutoKeys
+from dqrelease.mechanisms.choice import WIDE_COLUMNS
+from dqrelease.mechanisms.dispatch import passing_alternative
+from dqrelease.mechanisms.utility import assess_plan, forecast_shape
 from tests.forecast.german_shape import ROWS, SIZES
 
 RECOMMENDED = re.compile(r"mechanism\.name = '([a-z_-]+)' \(default keys\) with privacy\.epsilon = ([0-9.e+-]+)")

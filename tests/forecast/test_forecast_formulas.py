@@ -1,4 +1,4 @@
-"""The forecast's formulas (dq_engine/forecast.py) against hand-computed values, and its verdicts."""
+"""The forecast's formulas (dq_engine/evaluation/forecast.py) against hand-computed values, and its verdicts."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import math
 import pytest
 
 from dq_engine import Domain, forecast
+from dq_engine.data.workload import concatenate_workloads, marginal_queries
 from dq_engine.errors import ConfigError
-from dq_engine.forecast import (
+from dq_engine.evaluation.forecast import (
     Figure,
     ForecastShape,
     judge_forecast,
@@ -19,8 +20,7 @@ from dq_engine.forecast import (
     uniform_forecast,
     zeros_forecast,
 )
-from dq_engine.mwem import MWEMConfig
-from dq_engine.workload import concatenate_workloads, marginal_queries
+from dq_engine.fit.mwem import MWEMConfig
 
 
 def _shape(**overrides) -> ForecastShape:

@@ -1,6 +1,6 @@
 """Fixtures of the mechanism tests: small slices of real Adult data and seeded workloads.
 
-The Adult files are shared data (``dqrelease.data_home``); tests using these fixtures are skipped without them.
+The Adult files are shared data (``dqrelease.inputs.data_home``); tests using these fixtures are skipped without them.
 """
 
 from __future__ import annotations

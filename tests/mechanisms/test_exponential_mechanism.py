@@ -6,7 +6,7 @@ import numpy as np
 from scipy import stats
 
 from dq_engine import make_rng
-from dq_engine.exponential_mechanism import SparseSignedSelector, select_signed_query
+from dq_engine.privacy.exponential_mechanism import SparseSignedSelector, select_signed_query
 
 
 def _exact(truth: np.ndarray, estimate: np.ndarray, epsilon: float, n: int) -> np.ndarray:

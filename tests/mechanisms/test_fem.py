@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from dq_engine import Domain, make_rng
-from dq_engine.accounting import compose
-from dq_engine.baselines import uniform_answers, zeros_answers
+from dq_engine.data.answers import uniform_answers
+from dq_engine.data.marginal_tables import MarginalIndex
+from dq_engine.data.workload import all_kway_marginals
 from dq_engine.errors import AccountingError, ConfigError
-from dq_engine.fem import (
+from dq_engine.evaluation.baselines import zeros_answers
+from dq_engine.mechanisms.fem import (
     FEMConfig,
     calibrate_fem,
     default_fem_oracle,
@@ -21,11 +23,10 @@ from dq_engine.fem import (
     fem_events,
     perturbation_term,
 )
-from dq_engine.marginal_tables import MarginalIndex
-from dq_engine.mw import SampledQueries
+from dq_engine.mechanisms.sepfem import SepFEMConfig, sepfem
 from dq_engine.oracle import best_response, brute_force_best, problem_from_samples
-from dq_engine.sepfem import SepFEMConfig, sepfem
-from dq_engine.workload import all_kway_marginals
+from dq_engine.privacy.accounting import compose
+from dq_engine.privacy.mw import SampledQueries
 
 DELTA = 1e-9
 
@@ -81,7 +82,7 @@ def test_fem_makes_exactly_the_charged_number_of_selections_and_stays_within_the
 ):
     # The reference code checks the budget before each draw; Algorithm 1 read literally draws a (T+1)-th query
     # nothing uses. Count the private draws the run really makes and compare them with what it was charged for.
-    from dq_engine.exponential_mechanism import SparseSignedSelector
+    from dq_engine.privacy.exponential_mechanism import SparseSignedSelector
 
     draws = []
     original = SparseSignedSelector.select

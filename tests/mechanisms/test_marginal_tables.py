@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dq_engine import Dataset, Domain, answer_workload, make_rng, random_marginals, random_queries
-from dq_engine.marginal_tables import MarginalIndex
+from dq_engine.data.marginal_tables import MarginalIndex
 
 
 def _records(domain: Domain, count: int, seed: int) -> np.ndarray:

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from dq_engine import DualQueryConfig, OracleConfig, dualquery, make_rng, random_marginals
-from dq_engine.answers import answer_workload
-from dq_engine.baselines import uniform_answers, zeros_answers
-from dq_engine.domain import Domain
+from dq_engine.data.answers import answer_workload, uniform_answers
+from dq_engine.data.domain import Domain
+from dq_engine.data.marginal_tables import MarginalIndex
 from dq_engine.errors import ConfigError, UniverseTooLargeError
-from dq_engine.marginal_tables import MarginalIndex
-from dq_engine.mwem import MWEMConfig, calibrate_mwem, mwem, mwem_costs, mwem_events
-from dq_engine.theorems import dualquery_pure_epsilon
+from dq_engine.evaluation.baselines import zeros_answers
+from dq_engine.fit.mwem import MWEMConfig, calibrate_mwem, mwem, mwem_costs, mwem_events
+from dq_engine.privacy.theorems import dualquery_pure_epsilon
 
 DELTA = 1e-9
 

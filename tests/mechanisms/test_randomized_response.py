@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from dq_engine import Dataset, Domain, all_kway_marginals, answer_workload, make_rng
-from dq_engine.baselines import uniform_answers, zeros_answers
+from dq_engine.data.answers import uniform_answers
 from dq_engine.errors import ConfigError, UniverseTooLargeError
-from dq_engine.randomized_response import (
+from dq_engine.evaluation.baselines import zeros_answers
+from dq_engine.mechanisms.randomized_response import (
     RandomizedResponseConfig,
     estimate_answers,
     keep_probability,

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from prefect_dask import DaskTaskRunner
 
-from dqrelease.cluster import dask_scheduler, local_worker_count
 from dqrelease.errors import ConfigInvalidError
 from dqrelease.flows.release import release, release_many, run_release
 from dqrelease.ledger import Ledger
+from dqrelease.runtime.cluster import dask_scheduler, local_worker_count
 from tests.pipeline.test_release_flow import SLICE_ROWS, _config_text
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-import dqrelease.data_home as data_home
-from dqrelease.config import load_config
-from dqrelease.data_home import DATA_FIX, require_shared_data_dir, shared_data_dir, shared_data_file
+import dqrelease.inputs.data_home as data_home
 from dqrelease.errors import ConfigInvalidError
+from dqrelease.inputs.config import load_config
+from dqrelease.inputs.data_home import DATA_FIX, require_shared_data_dir, shared_data_dir, shared_data_file
 
 ROOT = Path(__file__).resolve().parents[2]
 KDD99_FILE = "kddcup99_10pct/kddcup.data_10_percent.gz"

@@ -10,12 +10,11 @@ import pytest
 
 from dq_engine import make_rng
 from dq_engine.oracle.feasible import with_witness
-from dqrelease.decode import decode_records
-from dqrelease.discretize import discretize
 from dqrelease.errors import ValidationFailedError
 from dqrelease.expectations.validate import validate_synthetic, validate_table
-from dqrelease.rules import schema_constraints
-from dqrelease.schema import Schema, load_schema
+from dqrelease.inputs.discretize import discretize
+from dqrelease.inputs.schema import Schema, load_schema, schema_constraints
+from dqrelease.outputs.decode import decode_records
 from tests.pipeline.toy_schema import toy_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,7 +109,7 @@ def test_bucket_labels_pass_the_published_suite(con):
 def test_integer_columns_need_whole_number_edges():
     from pydantic import ValidationError
 
-    from dqrelease.schema import NumericColumn
+    from dqrelease.inputs.columns import NumericColumn
 
     with pytest.raises(ValidationError, match="whole-number edges"):
         NumericColumn(name="age", type="integer", edges=[0, 0.5, 1])

@@ -8,12 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import dqrelease.discretize as discretize_module
-from dqrelease.config import SourceConfig, load_config
-from dqrelease.discretize import discretize, domain_from_schema
+import dqrelease.inputs.discretize as discretize_module
 from dqrelease.errors import ValidationFailedError
-from dqrelease.ingest import ingest_source
-from dqrelease.schema import CategoricalColumn, NumericColumn, Schema, load_schema
+from dqrelease.inputs.columns import CategoricalColumn, NumericColumn
+from dqrelease.inputs.config import SourceConfig, load_config
+from dqrelease.inputs.discretize import discretize
+from dqrelease.inputs.encoding import domain_from_columns
+from dqrelease.inputs.ingest import ingest_source
+from dqrelease.inputs.schema import Schema, load_schema
 from tests.pipeline.toy_schema import toy_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +40,7 @@ def _rows(dataset) -> list[tuple[int, ...]]:
 
 # ---------------------------------------------------------------------- domain
 def test_domain_has_one_block_per_column_with_schema_labels():
-    domain = domain_from_schema(SCHEMA)
+    domain = domain_from_columns(SCHEMA.columns)
     assert domain.names == ("colour", "size", "weight", "flag", "note", "score")
     assert domain.sizes.tolist() == [3, 2, 2, 2, 2, 2]
     assert domain.is_binary.tolist() == [False, False, False, True, False, False]

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from dq_engine import Dataset, Domain, answer_workload, make_rng
-from dq_engine.domain import Attribute
-from dq_engine.public import PublicQuantities
-from dq_engine.workload import concatenate_workloads, kway_marginals
+from dq_engine.data.domain import Attribute
+from dq_engine.data.workload import concatenate_workloads, kway_marginals
+from dq_engine.privacy.public import PublicQuantities
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism
-from dqrelease.report import _fmt, build_error_report, write_error_report
+from dqrelease.outputs.report import _fmt, build_error_report, write_error_report
 
 N = 600
 COLUMNS = {
@@ -155,7 +155,7 @@ def test_sections_fit_the_mechanism(reports):
 
 
 def test_published_rows_breaking_a_declared_rule_are_counted(table, tmp_path):
-    from dq_engine.constraints import Constraints
+    from dq_engine.data.constraints import Constraints
 
     data, workload = table
     rule = Constraints(domain=data.domain, combinations=(("no blue S", ((0, (2,)), (1, (0,)))),))
@@ -180,7 +180,7 @@ def _result_with_records(data, codes):
 
 
 def _cost():
-    from dq_engine.accounting import ComposedCost
+    from dq_engine.privacy.accounting import ComposedCost
 
     return ComposedCost(mode="tight", epsilon=1.0, delta=1e-6, rho=None, pure_epsilon=None, method="test")
 

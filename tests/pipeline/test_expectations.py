@@ -8,12 +8,13 @@ import pandas as pd
 import pytest
 
 import dqrelease.expectations.validate as validate_module
-from dqrelease.config import load_config
 from dqrelease.errors import ValidationFailedError
-from dqrelease.expectations.suite import build_published_suite, build_suite, number_column
+from dqrelease.expectations.frame import number_column
+from dqrelease.expectations.suite import build_published_suite, build_suite
 from dqrelease.expectations.validate import validate_synthetic, validate_table
-from dqrelease.ingest import ingest_source
-from dqrelease.schema import Schema, load_schema
+from dqrelease.inputs.config import load_config
+from dqrelease.inputs.ingest import ingest_source
+from dqrelease.inputs.schema import Schema, load_schema
 from tests.pipeline.toy_schema import toy_schema
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,10 +8,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dqrelease.config import SourceConfig, load_config
 from dqrelease.errors import ConfigInvalidError, ValidationFailedError
-from dqrelease.ingest import ingest_source
-from dqrelease.schema import Schema, load_schema
+from dqrelease.inputs.config import SourceConfig, load_config
+from dqrelease.inputs.ingest import ingest_source
+from dqrelease.inputs.schema import Schema, load_schema
 from dqrelease.warehouse import table_columns
 
 ROOT = Path(__file__).resolve().parents[2]

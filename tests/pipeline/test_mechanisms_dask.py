@@ -11,8 +11,8 @@ import pytest
 from distributed import LocalCluster
 
 from dq_engine import Dataset, Domain, FEMConfig, fem, make_rng, random_marginals
-from dqrelease.cluster import dask_executor
 from dqrelease.flows.release import release, run_release
+from dqrelease.runtime.cluster import dask_executor
 from tests.pipeline.test_mechanisms_pipeline import ADULT, SLICE_ROWS, SMALL_COLUMNS, _schema_text, _write
 
 pytestmark = pytest.mark.slow

@@ -21,18 +21,18 @@ import pytest
 from typer.testing import CliRunner
 
 from dq_engine import Domain, make_rng, random_marginals
-from dq_engine.defaults import fem_config, sepfem_config
-from dq_engine.fem import fem_costs, fem_events
-from dq_engine.mwem import mwem_costs, mwem_events
-from dq_engine.public import PublicQuantities
-from dq_engine.table_fit import combined_costs, fit_events
+from dq_engine.fit.mwem import mwem_costs, mwem_events
+from dq_engine.fit.table_fit import combined_costs, fit_events
+from dq_engine.mechanisms.defaults import fem_config, sepfem_config
+from dq_engine.mechanisms.fem import fem_costs, fem_events
+from dq_engine.privacy.public import PublicQuantities
 from dqrelease.cli import app
-from dqrelease.config import load_config
-from dqrelease.discretize import domain_from_schema
 from dqrelease.errors import ConfigInvalidError, ExitCode
+from dqrelease.inputs.config import load_config
+from dqrelease.inputs.encoding import domain_from_columns
+from dqrelease.inputs.schema import Schema
 from dqrelease.ledger import Ledger
 from dqrelease.plan import build_workload, plan_release
-from dqrelease.schema import Schema
 from dqrelease.tasks.privacy import ledger_amounts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,7 +138,7 @@ def _run(*args: str):
 def _plan(config_path: Path):
     config = load_config(config_path)
     schema = Schema.model_validate(tomllib.loads(Path(config.schema_file).read_text()))
-    workload = build_workload(config.workload, domain_from_schema(schema))
+    workload = build_workload(config.workload, domain_from_columns(schema.columns))
     return plan_release(config, n=SLICE_ROWS, workload=workload)
 
 

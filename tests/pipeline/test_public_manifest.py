@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dqrelease.config import load_config
-from dqrelease.manifest import build_manifest
+from dqrelease.inputs.config import load_config
+from dqrelease.outputs.manifest import build_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"

@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from dqrelease.publish import table_content_hash, write_outputs
+from dqrelease.outputs.publish import table_content_hash, write_outputs
 
 
 def _frame() -> pd.DataFrame:

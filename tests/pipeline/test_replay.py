@@ -247,16 +247,16 @@ def test_public_flows_have_no_charge_switch_seed_or_plan(
 def planned(seeded: SimpleNamespace, tmp_path: Path) -> SimpleNamespace:
     """The seeded release's config pointed at a fresh ledger, its workload and honest plan, and dummy data."""
     from dq_engine import Dataset
-    from dqrelease.config import LedgerConfig, load_config
-    from dqrelease.discretize import domain_from_schema
+    from dqrelease.inputs.config import LedgerConfig, load_config
+    from dqrelease.inputs.encoding import domain_from_columns
+    from dqrelease.inputs.schema import load_schema
     from dqrelease.plan import build_workload, plan_release
-    from dqrelease.schema import load_schema
 
     loaded = load_config(seeded.config)
     config = loaded.model_copy(update={"ledger": LedgerConfig(path=tmp_path / "ledger.duckdb", dataset_id="people")})
     Ledger(config.ledger.path).set_cap("people", epsilon=100, delta=0.01)
     schema = load_schema(config.schema_file)
-    domain = domain_from_schema(schema)
+    domain = domain_from_columns(schema.columns)
     workload = build_workload(config.workload, domain)
     plan = plan_release(config, n=ROWS, workload=workload)
     data = Dataset.from_codes(domain, np.zeros((ROWS, len(domain)), dtype=np.int64))
@@ -264,7 +264,7 @@ def planned(seeded: SimpleNamespace, tmp_path: Path) -> SimpleNamespace:
 
 
 def _charge(config, plan, run_id: str) -> dict:
-    from dqrelease.config import config_hash
+    from dqrelease.inputs.config import config_hash
 
     cost = plan.charged
     return Ledger(config.ledger.path).charge(
@@ -285,14 +285,14 @@ def test_mechanism_task_refuses_a_bare_plan(planned: SimpleNamespace, mechanism_
 
 
 def test_a_grant_cannot_be_made_by_hand(planned: SimpleNamespace):
-    from dqrelease.grants import MechanismGrant
+    from dqrelease.ledger.grants import MechanismGrant
 
     with pytest.raises(UnchargedRunError, match="issued only by"):
         MechanismGrant(plan=planned.plan, run_id="r1", basis="ledger charge", reference="people#1", _issuer=object())
 
 
 def test_grant_after_charge_needs_the_charge_in_the_ledger(planned: SimpleNamespace, mechanism_calls: list[str]):
-    from dqrelease.grants import grant_after_charge
+    from dqrelease.ledger.grants import grant_after_charge
     from dqrelease.tasks.synthesize import synthesize
 
     config, plan, workload = planned.config, planned.plan, planned.workload
@@ -310,7 +310,7 @@ def test_grant_after_charge_needs_the_charge_in_the_ledger(planned: SimpleNamesp
 
 
 def test_grant_after_charge_refuses_a_crafted_plan(planned: SimpleNamespace):
-    from dqrelease.grants import grant_after_charge
+    from dqrelease.ledger.grants import grant_after_charge
 
     config, plan, workload = planned.config, planned.plan, planned.workload
     cheap = dataclasses.replace(
@@ -329,7 +329,7 @@ def test_grant_after_charge_refuses_a_crafted_plan(planned: SimpleNamespace):
 
 
 def test_replay_objects_cannot_be_made_by_hand(planned: SimpleNamespace, mechanism_calls: list[str]):
-    from dqrelease.replay import ReplayTarget
+    from dqrelease.outputs.replay import ReplayTarget
     from dqrelease.tasks.privacy import replay_count
 
     with pytest.raises(ReplayRefusedError, match=r"made only by dqrelease\.replay\.prepare_replay"):
@@ -342,9 +342,9 @@ def test_replay_objects_cannot_be_made_by_hand(planned: SimpleNamespace, mechani
 
 
 def test_grant_for_replay_needs_the_recorded_plan(pristine: SimpleNamespace, planned: SimpleNamespace):
-    from dqrelease.grants import grant_for_replay
+    from dqrelease.ledger.grants import grant_for_replay
+    from dqrelease.outputs.replay import prepare_replay
     from dqrelease.plan import plan_release
-    from dqrelease.replay import prepare_replay
 
     target = prepare_replay(pristine.manifest)
     recorded = plan_release(target.config, n=ROWS, workload=planned.workload)
@@ -499,7 +499,7 @@ def test_verify_refuses_tampering_before_reading_the_data(
 def test_verify_refuses_when_installed_versions_differ(
     pristine: SimpleNamespace, ingest_calls: list[str], monkeypatch: pytest.MonkeyPatch
 ):
-    import dqrelease.manifest as manifest
+    import dqrelease.outputs.manifest as manifest
 
     installed = manifest.package_versions()
     monkeypatch.setattr(manifest, "package_versions", lambda: {**installed, "ortools": "1.0"})

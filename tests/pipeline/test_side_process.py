@@ -1,4 +1,4 @@
-"""Validation and charts in the side process (:mod:`dqrelease.side_process`) give the in-process results.
+"""Validation and charts in the side process (:mod:`dqrelease.runtime.side_process`) give the in-process results.
 
 One spawned process serves the whole module (its start imports GX: a few seconds).
 """
@@ -17,11 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import dqrelease.expectations.validate as validate_module
-from dqrelease import side_process as process
 from dqrelease.cli import SIDE_PROCESS_WARM_UP, SIDE_PROCESS_WHEN_IDLE
 from dqrelease.errors import ConfigInvalidError, ValidationFailedError
 from dqrelease.expectations.engine import SuiteSpec, suite_shape
 from dqrelease.expectations.validate import validate_synthetic, validate_table
+from dqrelease.runtime import side_process as process
 from dqrelease.warehouse import connect
 from tests.constraints.test_rules_pipeline import _raw_frame, _schema, _store
 from tests.pipeline import side_helpers
@@ -212,7 +212,8 @@ def test_the_raw_suite_prefetched_is_the_one_validation_uses(worker):
 
 _REFUSAL_WITH_A_LIVE_TRACEBACK = """
 import atexit, sys
-from dqrelease import cli, side_process
+from dqrelease import cli
+from dqrelease.runtime import side_process
 atexit.register(cli._exit_without_teardown)
 cli._state["exit_code"] = 3
 def release():

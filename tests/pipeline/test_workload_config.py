@@ -11,13 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from dq_engine import make_rng, random_marginals
-from dq_engine.domain import Domain
+from dq_engine.data.domain import Domain
 from dqrelease.cli import app
-from dqrelease.config import ReleaseConfig, WorkloadConfig, config_hash, default_workload, load_config
-from dqrelease.discretize import domain_from_schema
 from dqrelease.errors import ConfigInvalidError, ExitCode
+from dqrelease.inputs.config import ReleaseConfig, WorkloadConfig, config_hash, default_workload, load_config
+from dqrelease.inputs.encoding import domain_from_columns
+from dqrelease.inputs.schema import Schema
 from dqrelease.plan import build_workload
-from dqrelease.schema import Schema
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
@@ -44,7 +44,7 @@ count = 64
 
 @pytest.fixture(scope="module")
 def adult_domain() -> Domain:
-    return domain_from_schema(Schema.model_validate(tomllib.loads((ADULT / "schema.toml").read_text())))
+    return domain_from_columns(Schema.model_validate(tomllib.loads((ADULT / "schema.toml").read_text())).columns)
 
 
 def _config(tmp_path: Path, workload: str) -> Path:

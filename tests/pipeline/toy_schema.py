@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dqrelease.schema import Schema
+from dqrelease.inputs.schema import Schema
 
 _TOY_COLUMNS = [
     {"name": "colour", "type": "categorical", "values": ["red", "blue", "?"], "aliases": {"RED": "red"}},

@@ -21,13 +21,13 @@ import numpy as np
 import pytest
 
 from dq_engine import Dataset, Domain, make_rng
-from dq_engine.accounting import approx_dp_from_zcdp
-from dq_engine.exact_sampling import sample_signed_pairs
-from dq_engine.exponential_mechanism import SparseSignedSelector, select_signed_query
-from dq_engine.mw import QueryDistribution
-from dq_engine.noise import discrete_gaussian, discrete_laplace
+from dq_engine.mechanisms.randomized_response import RandomizedResponseConfig, randomized_response
 from dq_engine.oracle.free_attributes import gaussian_one_way_marginals, noisy_one_way_marginals
-from dq_engine.randomized_response import RandomizedResponseConfig, randomized_response
+from dq_engine.privacy.accounting import approx_dp_from_zcdp
+from dq_engine.privacy.exact_sampling import sample_signed_pairs
+from dq_engine.privacy.exponential_mechanism import SparseSignedSelector, select_signed_query
+from dq_engine.privacy.mw import QueryDistribution
+from dq_engine.privacy.noise import discrete_gaussian, discrete_laplace
 
 TRIALS = 200_000
 Z = 5.0

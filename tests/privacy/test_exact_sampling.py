@@ -1,4 +1,4 @@
-"""Exact exponential-mechanism draws and exact Bernoulli draws (dq_engine.exact_sampling).
+"""Exact exponential-mechanism draws and exact Bernoulli draws (dq_engine.privacy.exact_sampling).
 
 Distribution checks are seeded chi-square goodness-of-fit tests against the exact probabilities at significance
 10⁻⁴ (outcomes with an expected count below 20 pooled into one bin).
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import dq_engine.exact_sampling as exact_sampling
+import dq_engine.privacy.exact_sampling as exact_sampling
 from dq_engine import Domain, make_rng
-from dq_engine.exact_sampling import SamplingAssumptionError, bernoulli_real, exp_interval, sample_signed_pairs
-from dq_engine.mw import QueryDistribution
-from dq_engine.randomized_response import _keep_probability_bounds, keep_probability
+from dq_engine.mechanisms.randomized_response import _keep_probability_bounds, keep_probability
+from dq_engine.privacy.exact_sampling import SamplingAssumptionError, bernoulli_real, exp_interval, sample_signed_pairs
+from dq_engine.privacy.mw import QueryDistribution
 
 ALPHA = 1e-4
 

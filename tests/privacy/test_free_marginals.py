@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from dq_engine import Dataset, Domain, make_rng
-from dq_engine.noise import discrete_gaussian, discrete_laplace
 from dq_engine.oracle.free_attributes import (
     gaussian_count_sigma,
     gaussian_one_way_marginals,
     gaussian_sensitivity_squared,
     noisy_one_way_marginals,
 )
+from dq_engine.privacy.noise import discrete_gaussian, discrete_laplace
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The exact discrete Laplace and discrete Gaussian samplers (dq_engine.noise).
+"""The exact discrete Laplace and discrete Gaussian samplers (dq_engine.privacy.noise).
 
 Distribution checks are chi-square goodness-of-fit tests against the exact probability mass function, seeded, at
 significance 10⁻⁴ (bins with an expected count of at least 20; the rest pooled into one bin per tail).
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import dq_engine.noise as noise
+import dq_engine.privacy.noise as noise
 from dq_engine import make_rng
 from dq_engine.errors import ConfigError
-from dq_engine.noise import (
+from dq_engine.privacy.noise import (
     bernoulli_exp_minus,
     discrete_gaussian,
     discrete_gaussian_noise,

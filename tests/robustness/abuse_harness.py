@@ -465,7 +465,7 @@ def assert_no_staging_left(workspace: Workspace) -> None:
 
 def assert_complete_release(workspace: Workspace, release: Path) -> None:
     """The release folder holds every output its internal manifest lists, with the recorded hashes."""
-    from dqrelease.config import file_sha256
+    from dqrelease.inputs.config import file_sha256
 
     internal = workspace.out / "internal" / release.name
     manifest = json.loads((internal / "manifest.json").read_text())

@@ -2,7 +2,7 @@
 runs and while it publishes.
 
 Each run is a real ``dqrelease run`` process in its own session, held at the stage by the test-only pause point
-(``dqrelease.pause_points``; ``DQRELEASE_TEST_PAUSE_AT``) and killed there with ``os.killpg(pgid, SIGKILL)``:
+(``dqrelease.runtime.pause_points``; ``DQRELEASE_TEST_PAUSE_AT``) and killed there with ``os.killpg(pgid, SIGKILL)``:
 no ``finally`` block, no cleanup runs. The three runs are started at once (one workspace each). Afterwards:
 
 * no half-published release: ``releases/`` is empty (the kill came before the release's rename);

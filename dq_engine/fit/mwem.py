@@ -1,0 +1,801 @@
+r"""MWEM: Multiplicative Weights with the Exponential Mechanism (Hardt, Ligett & McSherry 2012, Algorithm 1).
+
+MWEM plays the primal side of the query-release game with an *explicit* data player: a distribution
+``A`` over records, updated by multiplicative weights. Each round ``t = 1..T``:
+
+1. **select** -- one exponential-mechanism draw picks a query with large error ``q(D) - q(A)``
+   (:mod:`dq_engine.privacy.exponential_mechanism`; ε-DP per draw, sensitivity ``1/n``);
+2. **measure** -- its answer is measured with Laplace noise (pure ε; HLM) or Gaussian noise (ρ-zCDP,
+   option ``measure_noise="gaussian"``);
+3. **update** -- ``A(x) ← A(x) · exp(λ · q(x) · (m - q(A)))`` then renormalise, with ``λ = 1/2`` in
+   fraction units (HLM's ``exp(q(x)(m - q(A))/2n)`` for counts).
+
+The DualQuery paper (seed 000/001, "Comparison with MWEM") finds MWEM more accurate than DualQuery on a
+17-attribute Adult where ``A`` fits in memory; DualQuery exists for the universes where it does not.
+
+**Universe limit.** With ``support="universe"`` (the algorithm as published) ``A`` holds one float per
+record of the universe, as a dense tensor of shape ``domain.sizes``. We refuse universes larger than
+``2^max_universe_log2`` records (default ``2^24`` = 16.8 M records = 128 MiB of weights) with
+:class:`~dq_engine.errors.UniverseTooLargeError`: that is where DualQuery, DQRS and FEM take over.
+
+**Documented changes to the published algorithm (all optional, all data-independent or charged):**
+
+* ``replay_sweeps`` -- after each round the MW update is re-applied over the whole measurement history
+  (HLM's own "use of measurement history" improvement); 0 gives plain Algorithm 1.
+* ``final_sweeps`` -- history sweeps after the last round; with ``final_min_sweeps`` below it they stop, after
+  at least ``final_min_sweeps``, once the fit is within the noise (the *discrepancy principle*, Morozov 1966):
+  the squared differences between the fitted and the noisy answers, each divided by its measurement's noise
+  variance (public: the sensitivities and the budgets), average at most 1. Fitting closer would fit the noise;
+  stopping earlier leaves the cyclic updates unconverged. They also stop once a sweep lowers that average by less
+  than the relative ``final_tolerance``: on histories of millions of nearly empty noisy cells the average sits a
+  hair above 1 whatever the fit, and further sweeps only concentrate the weights on the noise. The average is
+  taken two ways, over the cells and over the measurements (each its cells' mean), and both must stop: over the
+  cells alone, a few wide measured marginals decide for the one-way marginals too (docs/decisions.md, "The fit's
+  final sweeps stop at the noise" and "... of every measurement"). Post-processing of the noisy measurements.
+* ``output="final"`` returns ``A_T`` (what implementations of MWEM return); ``"average"`` returns the
+  average ``(1/T) Σ A_t`` of Algorithm 1's analysis.
+* ``measure="marginal"`` measures every workload cell of the selected query's marginal at once (L1
+  sensitivity ``min(2, cells)/n``, L2 ``√min(2, cells)/n``; the marginal-measurement variant of McKenna et
+  al.'s MWEM implementations) instead of the one selected query.
+* ``support="sampled"`` replaces the universe by ``support_size`` i.i.d. records drawn from a *prior*
+  ``P0`` (product of per-attribute distributions): the uniform distribution, or -- with a positive
+  ``support_budget`` -- a mixture of uniform and DP one-way marginals of the workload's attributes,
+  measured once with the configured noise and charged as an event. MW over such a sample with uniform
+  initial weights is the self-normalised importance-sampling estimate of MW over the whole universe
+  started at ``P0``, so this is MWEM with a non-uniform initial distribution, represented by samples.
+  It never refuses (memory is ``support_size`` records). A fixed sample covers the cells where the data
+  lives only if the prior puts mass there; ``support_moves > 0`` makes the particles follow ``A``
+  (resample-move sequential Monte Carlo: Gilks & Berzuini 2001, Del Moral, Doucet & Jasra 2006), using
+  that MW keeps ``A`` log-linear in the measured marginals (see :class:`ParticleDistribution`).
+
+**Public constraints** (:class:`~dq_engine.data.constraints.Constraints`, optional): over the universe, ``A`` starts
+uniform on the feasible records and gives every infeasible record weight 0 (multiplicative updates keep it 0, the
+renormalisation runs over the feasible records); on particles, the initial draw and every Metropolis-Hastings move
+reject infeasible records (:class:`~dq_engine.fit.particles.ParticleDistribution`). MW's regret bound then holds
+over the feasible records; the rules are public, so privacy is unchanged.
+
+Privacy: ``T`` selections and ``T`` measurements (plus the prior's one measurement), composed as events.
+Paper mode: basic composition when every step is pure (HLM), else seed 004's zCDP analysis; tight mode:
+zCDP (EM draws ε²/8, Laplace ε²/2, Gaussian ρ) with the optimal conversion, or the pure ε when smaller.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from dq_engine.data.answers import answer_workload
+from dq_engine.data.constraints import Constraints
+from dq_engine.data.dataset import Dataset
+from dq_engine.data.domain import Domain
+from dq_engine.data.marginal_tables import MarginalIndex
+from dq_engine.data.workload import Workload
+from dq_engine.errors import AccountingError, ConfigError, UniverseTooLargeError
+from dq_engine.fit.particles import ParticleDistribution
+from dq_engine.oracle.feasible import with_witness
+from dq_engine.privacy.accounting import (
+    AccountingMode,
+    ComposedCost,
+    ExponentialMechanismEvent,
+    PrivacyEvent,
+    PureDpEvent,
+    ZCDPEvent,
+    basic_composition_epsilon,
+    compose,
+    within_target,
+)
+from dq_engine.privacy.exponential_mechanism import select_signed_query
+from dq_engine.privacy.noise import discrete_gaussian, discrete_laplace
+from dq_engine.results import RoundDiagnostics, SynthesisResult
+
+__all__ = [
+    "MAX_UNIVERSE_LOG2",
+    "MWEMConfig",
+    "best_cost",
+    "calibrate_mwem",
+    "mwem",
+    "mwem_costs",
+    "mwem_events",
+    "simplex_projection",
+]
+
+MAX_UNIVERSE_LOG2 = 24
+"""Default largest universe MWEM holds: 2^24 records (128 MiB of float64 weights)."""
+
+ProgressCallback = Callable[[RoundDiagnostics], None]
+NoiseKind = Literal["laplace", "gaussian"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MWEMConfig:
+    """Parameters of MWEM.
+
+    Attributes:
+        rounds: ``T`` >= 1.
+        select_epsilon: Pure ε of each exponential-mechanism draw (HLM: ``ε/2T``).
+        measure_epsilon: Laplace ε of each measurement (``measure_noise="laplace"``; HLM: ``ε/2T``).
+        measure_rho: Gaussian ρ of each measurement (``measure_noise="gaussian"``).
+        measure_noise: ``"laplace"`` (pure ε, HLM) or ``"gaussian"`` (zCDP).
+        measure: ``"query"`` (HLM) or ``"marginal"`` (every workload cell of the selected query's marginal).
+        learning_rate: λ of the update ``exp(λ q(x)(m - q(A)))`` in fraction units (HLM: 1/2).
+        replay_sweeps: Sweeps over the measurement history after each round (0 = plain Algorithm 1).
+        final_sweeps: Most history sweeps after the last round (post-processing).
+        final_min_sweeps: Fewest of them; above it the sweeps stop once the fit is within the noise (module
+            docstring). None = ``final_sweeps`` (always that many).
+        final_tolerance: With ``final_min_sweeps``, the sweeps also stop (after the fewest) at the first sweep
+            that lowers the discrepancy by less than this share of the previous sweep's; 0 = never on that ground.
+        output: ``"final"`` (``A_T``) or ``"average"`` (``(1/T) Σ A_t``).
+        support: ``"universe"`` (exact; refuses large universes) or ``"sampled"`` (see module docstring).
+        support_size: Records drawn for ``support="sampled"``.
+        support_budget: Budget of the prior's one-way marginals: pure ε (Laplace) or ρ (Gaussian), by
+            ``measure_noise``; 0 = uniform prior, no cost.
+        support_mix: Weight of the uniform distribution in the prior's mixture, in (0, 1].
+        support_moves: Metropolis-Hastings sweeps per round after a resampling check (0 = fixed particles).
+        seed_fraction: Share of the particles drawn from seed records given to :func:`mwem` (e.g. another
+            synthesizer's output, :mod:`dq_engine.fit.table_fit`); the rest come from the prior. 0 without seeds.
+        replay_prior: Also replay the prior's noisy one-way marginals (already charged as its measurement) in
+            every history sweep, for the workload's one-way marginals: the fitted distribution then matches them.
+        max_universe_log2: Refuse ``support="universe"`` above ``2^max_universe_log2`` records (<= 30).
+        delta: δ used to report (ε, δ) costs, in (0, 1).
+        track_error: Record internal error-so-far in the diagnostics.
+    """
+
+    rounds: int
+    select_epsilon: float
+    measure_epsilon: float = 0.0
+    measure_rho: float = 0.0
+    measure_noise: NoiseKind = "laplace"
+    measure: Literal["query", "marginal"] = "query"
+    learning_rate: float = 0.5
+    replay_sweeps: int = 1
+    final_sweeps: int = 0
+    final_min_sweeps: int | None = None
+    final_tolerance: float = 0.0
+    output: Literal["final", "average"] = "final"
+    support: Literal["universe", "sampled"] = "universe"
+    support_size: int = 200_000
+    support_budget: float = 0.0
+    support_mix: float = 0.5
+    support_moves: int = 0
+    seed_fraction: float = 0.0
+    replay_prior: bool = False
+    max_universe_log2: float = MAX_UNIVERSE_LOG2
+    delta: float = 1e-6
+    track_error: bool = True
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise ConfigError(f"rounds ({self.rounds}) must be >= 1")
+        if not (self.select_epsilon > 0 and math.isfinite(self.select_epsilon)):
+            raise ConfigError(f"select_epsilon ({self.select_epsilon}) must be finite and > 0")
+        if self.measure_noise not in ("laplace", "gaussian"):
+            raise ConfigError(f"measure_noise ({self.measure_noise!r}) must be 'laplace' or 'gaussian'")
+        if self.measure_noise == "laplace" and not (self.measure_epsilon > 0 and self.measure_rho == 0):
+            raise ConfigError("Laplace measurements need measure_epsilon > 0 and measure_rho = 0")
+        if self.measure_noise == "gaussian" and not (self.measure_rho > 0 and self.measure_epsilon == 0):
+            raise ConfigError("Gaussian measurements need measure_rho > 0 and measure_epsilon = 0")
+        if self.measure not in ("query", "marginal"):
+            raise ConfigError(f"measure ({self.measure!r}) must be 'query' or 'marginal'")
+        if not self.learning_rate > 0:
+            raise ConfigError(f"learning_rate ({self.learning_rate}) must be > 0")
+        if self.replay_sweeps < 0 or self.final_sweeps < 0:
+            raise ConfigError("replay_sweeps and final_sweeps must be >= 0")
+        if self.final_min_sweeps is not None and not 0 <= self.final_min_sweeps <= self.final_sweeps:
+            raise ConfigError(
+                f"final_min_sweeps ({self.final_min_sweeps}) must be in [0, final_sweeps ({self.final_sweeps})]"
+            )
+        if not 0 <= self.final_tolerance < 1:
+            raise ConfigError(f"final_tolerance ({self.final_tolerance}) must be in [0, 1)")
+        if self.output not in ("final", "average"):
+            raise ConfigError(f"output ({self.output!r}) must be 'final' or 'average'")
+        if self.support not in ("universe", "sampled"):
+            raise ConfigError(f"support ({self.support!r}) must be 'universe' or 'sampled'")
+        if self.support_size < 1:
+            raise ConfigError(f"support_size ({self.support_size}) must be >= 1")
+        if not self.support_budget >= 0:
+            raise ConfigError(f"support_budget ({self.support_budget}) must be >= 0")
+        if self.support == "universe" and self.support_budget != 0:
+            raise ConfigError("support_budget is only used by support='sampled'; set it to 0")
+        if self.support_moves < 0:
+            raise ConfigError(f"support_moves ({self.support_moves}) must be >= 0")
+        if self.support_moves and self.output == "average":
+            raise ConfigError("output 'average' needs fixed particles; set support_moves to 0")
+        if not 0 <= self.seed_fraction <= 1:
+            raise ConfigError(f"seed_fraction ({self.seed_fraction}) must be in [0, 1]")
+        if (self.seed_fraction or self.replay_prior) and self.support != "sampled":
+            raise ConfigError("seed_fraction and replay_prior need support='sampled'")
+        if not 0 < self.support_mix <= 1:
+            raise ConfigError(f"support_mix ({self.support_mix}) must be in (0, 1]")
+        if not 1 <= self.max_universe_log2 <= 30:
+            raise ConfigError(f"max_universe_log2 ({self.max_universe_log2}) must be in [1, 30]")
+        if not 0 < self.delta < 1:
+            raise ConfigError(f"delta ({self.delta}) must be in (0, 1)")
+
+
+# ---------------------------------------------------------------------- accounting
+def mwem_events(config: MWEMConfig) -> list[PrivacyEvent]:
+    """The prior's measurement (if any), ``T`` selections and ``T`` measurements."""
+    events: list[PrivacyEvent] = []
+    if config.support == "sampled" and config.support_budget > 0:
+        label = "one-way marginals of the support prior"
+        if config.measure_noise == "laplace":
+            events.append(PureDpEvent(epsilon=config.support_budget, count=1, label=label))
+        else:
+            events.append(ZCDPEvent(rho=config.support_budget, count=1, label=label))
+    events.append(
+        ExponentialMechanismEvent(epsilon=config.select_epsilon, count=config.rounds, label="query selections")
+    )
+    if config.measure_noise == "laplace":
+        events.append(PureDpEvent(epsilon=config.measure_epsilon, count=config.rounds, label="Laplace measurements"))
+    else:
+        events.append(ZCDPEvent(rho=config.measure_rho, count=config.rounds, label="Gaussian measurements"))
+    return events
+
+
+def best_cost(events: list[PrivacyEvent], delta: float) -> ComposedCost:
+    """Tight-mode cost: the zCDP bound (optimal conversion) or the pure ε, whichever is smaller.
+
+    Both are valid guarantees ((ε, 0)-DP implies (ε, δ)-DP), so the smaller is too.
+    """
+    zcdp = compose(events, mode="tight", delta=delta)
+    if zcdp.pure_epsilon is not None and zcdp.pure_epsilon <= zcdp.epsilon:
+        return ComposedCost(
+            mode="tight", epsilon=zcdp.pure_epsilon, delta=0.0, rho=zcdp.rho, pure_epsilon=zcdp.pure_epsilon,
+            method="basic composition of pure steps (smaller than the zCDP bound here)",
+        )
+    return zcdp
+
+
+def mwem_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
+    """Paper mode (basic composition if all steps are pure, else seed 004's zCDP) and tight mode."""
+    pure_only = not any(isinstance(e, ZCDPEvent) and e.count and e.rho for e in events)
+    if pure_only:
+        pure = basic_composition_epsilon(events)
+        paper = ComposedCost(
+            mode="paper", epsilon=pure, delta=0.0, pure_epsilon=pure, method="basic composition (HLM 2012)"
+        )
+    else:
+        paper = compose(events, mode="paper", delta=delta, paper_analysis="zcdp")
+    return {"paper": paper, "tight": best_cost(events, delta)}
+
+
+def calibrate_mwem(
+    *,
+    epsilon: float,
+    delta: float,
+    rounds: int,
+    mode: AccountingMode = "tight",
+    measure_noise: NoiseKind = "laplace",
+    select_share: float = 0.5,
+    support_share: float = 0.0,
+) -> dict[str, float]:
+    """Per-step budgets whose composed cost in ``mode`` is at most ``(epsilon, delta)``.
+
+    The budget is split in *shares*: ``support_share`` for the prior (if > 0) and, of the rest,
+    ``select_share`` for the selections and ``1 - select_share`` for the measurements. Shares are of ε
+    (basic composition) for Laplace in paper mode and of ρ otherwise; one scale factor is then maximised
+    by bisection on the exact composed cost, so the result never exceeds the target.
+
+    Returns:
+        ``{"select_epsilon", "measure_epsilon" or "measure_rho", "support_budget"}`` for :class:`MWEMConfig`.
+
+    Raises:
+        AccountingError: If no positive budget fits.
+    """
+    if not epsilon > 0:
+        raise AccountingError(f"target epsilon ({epsilon}) must be > 0")
+    if not 0 < select_share < 1:
+        raise ConfigError(f"select_share ({select_share}) must be in (0, 1)")
+    if not 0 <= support_share < 1:
+        raise ConfigError(f"support_share ({support_share}) must be in [0, 1)")
+    if rounds < 1:
+        raise ConfigError(f"rounds ({rounds}) must be >= 1")
+    linear_in_epsilon = measure_noise == "laplace" and mode == "paper"
+
+    def budgets(scale: float) -> dict[str, float]:
+        # scale is the total ε (paper-mode Laplace) or the total ρ (otherwise); EM draws are charged as
+        # ε^2/8 in tight mode and ε^2/2 in paper mode when converting a ρ share back to a per-draw ε
+        support = support_share * scale
+        select_total = (1 - support_share) * select_share * scale
+        measure_total = (1 - support_share) * (1 - select_share) * scale
+        if linear_in_epsilon:
+            values = {"select_epsilon": select_total / rounds, "measure_epsilon": measure_total / rounds}
+        else:
+            em_factor = 8.0 if mode == "tight" else 2.0
+            values = {"select_epsilon": math.sqrt(em_factor * select_total / rounds)}
+            if measure_noise == "laplace":
+                values["measure_epsilon"] = math.sqrt(2.0 * measure_total / rounds)
+            else:
+                values["measure_rho"] = measure_total / rounds
+            if measure_noise == "laplace" and support > 0:
+                support = math.sqrt(2.0 * support)
+        values["support_budget"] = support
+        return values
+
+    def cost(scale: float) -> float:
+        config = _budget_config(rounds, measure_noise, budgets(scale), delta)
+        return mwem_costs(mwem_events(config), delta)[mode].epsilon
+
+    low, high = 0.0, float(epsilon) if linear_in_epsilon else 1.0
+    while within_target(cost(high), epsilon):
+        low, high = high, 2 * high
+    for _ in range(60):
+        middle = 0.5 * (low + high)
+        if within_target(cost(middle), epsilon):
+            low = middle
+        else:
+            high = middle
+    if not low > 0 or not within_target(cost(low), epsilon):
+        raise AccountingError(f"no positive MWEM budget fits epsilon={epsilon} with {rounds} rounds")
+    return budgets(low)
+
+
+def _budget_config(rounds: int, measure_noise: NoiseKind, values: dict[str, float], delta: float) -> MWEMConfig:
+    return MWEMConfig(
+        rounds=rounds,
+        measure_noise=measure_noise,
+        support="sampled" if values["support_budget"] > 0 else "universe",
+        delta=delta,
+        **values,
+    )
+
+
+# ---------------------------------------------------------------------- the data player's distribution
+class _UniverseDistribution:
+    """``A`` as a dense tensor over every record of the universe (infeasible records at weight 0)."""
+
+    def __init__(
+        self, domain: Domain, index: MarginalIndex, constraints: Constraints | None = None,
+        forbidden: np.ndarray | None = None,
+    ) -> None:
+        self.domain = domain
+        self.index = index
+        shape = tuple(int(s) for s in domain.sizes)
+        self.p = np.full(shape, 1.0 / math.prod(shape))
+        if constraints is not None and len(constraints):  # uniform over the feasible records
+            self.p[constraints.forbidden_mask() if forbidden is None else forbidden] = 0.0
+            self.p /= self.p.sum()
+
+    def table(self, m: int) -> np.ndarray:
+        """Marginal ``m`` of ``A`` in C order (sums over contiguous blocks of the other axes)."""
+        sizes = self.p.shape
+        shape: list[int] = []
+        axes: list[int] = []
+        previous = 0
+        for a in self.index.attributes[m].tolist():
+            shape.append(math.prod(sizes[previous:a]))
+            axes.append(len(shape) - 1)
+            shape.append(sizes[a])
+            previous = a + 1
+        shape.append(math.prod(sizes[previous:]))
+        axes.append(len(shape) - 1)
+        return self.p.reshape(shape).sum(axis=tuple(axes)).ravel()
+
+    def apply(self, m: int, cells: np.ndarray, values: np.ndarray, learning_rate: float) -> np.ndarray:
+        """``A(x) ← A(x) exp(λ (m_c - A_c))`` for ``x`` in a measured cell ``c`` of marginal ``m``.
+
+        Returns the residuals ``m_c - A_c`` before the update.
+        """
+        table = self.table(m)
+        residual = values - table[cells]
+        log_factor = np.zeros_like(table)
+        log_factor[cells] = learning_rate * residual
+        shape = [1] * len(self.domain)
+        for a in self.index.attributes[m]:
+            shape[a] = int(self.domain.sizes[a])
+        self.p *= np.exp(log_factor - log_factor.max()).reshape(shape)
+        self.p /= self.p.sum()
+        return residual
+
+    def snapshot(self) -> np.ndarray:
+        return self.p.copy()
+
+    def records(self, probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        flat = probabilities.ravel()
+        keep = np.flatnonzero(flat >= 1e-6 / flat.size)  # drops at most 1e-6 of the mass (post-processing)
+        largest = int(self.domain.sizes.max())
+        dtype = np.uint8 if largest <= 256 else np.uint16 if largest <= 65536 else np.uint32
+        codes = np.stack(np.unravel_index(keep, self.p.shape), axis=1).astype(dtype)
+        return codes, flat[keep] / flat[keep].sum()
+
+
+SPARSE_FEASIBLE_SHARE = 0.125
+"""Below this share of feasible records, MWEM over the universe keeps only the feasible records (see below)."""
+
+
+def _universe_distribution(
+    domain: Domain, index: MarginalIndex, constraints: Constraints | None, rng: np.random.Generator
+) -> _UniverseDistribution | ParticleDistribution:
+    """``A`` over the universe: a dense tensor, or the list of feasible records when rules forbid most records.
+
+    The list is the same distribution (every infeasible record has weight 0 in the tensor and stays 0 under the
+    multiplicative updates), so MWEM is unchanged; its marginals are weighted counts over the listed records
+    instead of sums over the whole tensor, which is cheaper when fewer than
+    :data:`SPARSE_FEASIBLE_SHARE` of the records are feasible (Adult's rule columns: 3 %). The listed records are
+    never moved or resampled (no refresh is called in universe mode).
+    """
+    if constraints is None or not len(constraints):
+        return _UniverseDistribution(domain, index, constraints)
+    forbidden = constraints.forbidden_mask()
+    if forbidden.mean() < 1 - SPARSE_FEASIBLE_SHARE:
+        return _UniverseDistribution(domain, index, constraints, forbidden)
+    largest = int(domain.sizes.max())
+    dtype = np.uint8 if largest <= 256 else np.uint16 if largest <= 65536 else np.uint32
+    feasible = np.argwhere(~forbidden).astype(dtype)
+    uniform = [np.full(int(size), 1.0 / int(size)) for size in domain.sizes]
+    return ParticleDistribution(feasible, uniform, index, rng, constraints=constraints)
+
+
+def _answers(distribution: _UniverseDistribution | ParticleDistribution, index: MarginalIndex) -> np.ndarray:
+    out = np.empty(len(index.workload))
+    starts = index.workload.marginal_starts
+    for m in range(index.n_marginals):
+        out[starts[m] : starts[m + 1]] = distribution.table(m)[index.query_cells[m]]
+    return out
+
+
+def _noise_scale(kind: NoiseKind, *, l1: float, l2: float, budget: float) -> float:
+    """Scale, in counts, of :func:`_noisy_counts`'s noise: Laplace ``l1/ε`` (ε-DP) or Gaussian ``σ = l2/√(2ρ)``."""
+    if kind == "laplace":
+        return l1 / budget
+    return l2 / math.sqrt(2.0 * budget)
+
+
+def _noise_variance(kind: NoiseKind, *, l1: float, l2: float, budget: float) -> float:
+    """Variance, in counts², of :func:`_noisy_counts`'s noise.
+
+    That of the continuous Laplace or Gaussian it discretises (the discrete one's is within ``1/12`` of it).
+    """
+    scale = _noise_scale(kind, l1=l1, l2=l2, budget=budget)
+    return 2.0 * scale**2 if kind == "laplace" else scale**2
+
+
+def _prior_sensitivities(data: Dataset, k: int) -> tuple[float, float]:
+    """L1 and L2 sensitivities, in counts, of the one-way marginals of ``k`` attributes measured together."""
+    cells_per_record = 1 if data.neighbouring == "add-remove" else 2
+    return float(cells_per_record * k), math.sqrt(cells_per_record * k)
+
+
+def _noisy_counts(
+    kind: NoiseKind, counts: np.ndarray, *, l1: float, l2: float, budget: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Integer counts plus exact noise (:mod:`dq_engine.privacy.noise`), ``l1``/``l2`` the sensitivities in counts.
+
+    Discrete Laplace of scale ``l1/ε`` (ε-DP) or discrete Gaussian with ``σ = l2/√(2ρ)`` (ρ-zCDP).
+    """
+    scale = _noise_scale(kind, l1=l1, l2=l2, budget=budget)
+    if kind == "laplace":
+        return discrete_laplace(counts, scale=scale, rng=rng)
+    return discrete_gaussian(counts, sigma=scale, rng=rng)
+
+
+def sample_support(
+    data: Dataset,
+    workload: Workload,
+    config: MWEMConfig,
+    rng: np.random.Generator,
+    *,
+    constraints: Constraints | None = None,
+) -> tuple[np.ndarray, list[np.ndarray], dict[int, np.ndarray]]:
+    """Draw the particles of ``support="sampled"`` from the prior ``P0``.
+
+    Returns the particles, ``P0``'s factors and the noisy one-way marginals (normalised) that the prior mixes in,
+    by attribute (empty without a prior budget).
+
+    Attributes in some workload marginal are drawn from ``support_mix · uniform + (1 - support_mix) ·``
+    their noisy one-way marginal (measured once, all together, with exact noise on the counts: L1 sensitivity
+    ``2k``, L2 ``√(2k)`` counts for ``k`` attributes under replace-one, ``k`` and ``√k`` under add/remove,
+    ``data.neighbouring``), divided by one estimate of ``n`` (the columns' noisy totals averaged, weighted by the
+    inverse of their variance) and projected onto the probability simplex (:func:`simplex_projection`;
+    post-processing); with ``support_budget = 0`` every attribute is uniform.
+
+    The projection, not clipping at 0 and renormalising: in a column where one value holds most rows (capital-loss
+    = 0 for 95 % of Adult), clipping keeps the positive noise of every nearly empty cell and the renormalisation
+    takes that mass from the dominant value, a bias that grows with the number of values; the projection
+    subtracts one threshold from every cell, so the dominant value keeps its share (docs/decisions.md,
+    "The prior's one-way marginals are projected onto the simplex").
+
+    With ``constraints`` (carrying a witness) the particles are feasible and follow ``P0`` conditioned on
+    feasibility: a rule component small enough to list is drawn from ``P0`` restricted to its feasible values; a
+    larger one is redrawn while broken (rejection, at most :data:`SUPPORT_REJECTION_TRIES` times), and the few
+    particles still infeasible after that are repaired towards the witness.
+    """
+    domain = data.domain
+    used = np.unique(workload.marginals[workload.marginals >= 0])
+    priors = [np.full(int(size), 1.0 / size) for size in domain.sizes]
+    estimates: dict[int, np.ndarray] = {}
+    if config.support_budget > 0:
+        counts = data.one_way_counts()
+        l1, l2 = _prior_sensitivities(data, len(used))
+        noisy = _noisy_counts(
+            config.measure_noise, np.concatenate([counts[a] for a in used]), l1=l1, l2=l2,
+            budget=config.support_budget, rng=rng,
+        )
+        ends = np.cumsum([len(counts[a]) for a in used])
+        blocks = [block.astype(np.float64) for block in np.split(noisy, ends[:-1])]
+        # every column's counts sum to n: the noisy totals, weighted by the inverse of their variance (that of a
+        # sum of ``cells`` equally noisy counts), estimate it better than any one column's
+        weights = np.array([1.0 / len(block) for block in blocks])
+        total = float(np.dot(weights, [block.sum() for block in blocks]) / weights.sum())
+        for a, block in zip(used, blocks, strict=True):
+            estimate = simplex_projection(block / total) if total > 0 else priors[a]
+            estimates[int(a)] = estimate
+            priors[a] = config.support_mix * priors[a] + (1 - config.support_mix) * estimate
+    columns = [rng.choice(len(prior), size=config.support_size, p=prior) for prior in priors]
+    particles = np.stack(columns, axis=1).astype(np.int64)
+    if constraints is not None and len(constraints):
+        particles = _feasible_particles(particles, priors, constraints, rng)
+    return particles, priors, estimates
+
+
+def simplex_projection(vector: np.ndarray) -> np.ndarray:
+    """The Euclidean projection of ``vector`` onto the probability simplex (Duchi et al. 2008, Fig. 1).
+
+    ``max(v - θ, 0)`` with the one threshold ``θ`` that makes the result sum to 1.
+    """
+    values = np.asarray(vector, dtype=np.float64)
+    ordered = np.sort(values)[::-1]
+    excess = np.cumsum(ordered) - 1.0
+    ranks = np.arange(1, len(values) + 1)
+    last = np.flatnonzero(ordered - excess / ranks > 0)[-1]
+    theta = excess[last] / (last + 1)
+    return np.maximum(values - theta, 0.0)
+
+
+SUPPORT_REJECTION_TRIES = 50
+"""Redraws of an infeasible particle's rule attributes before it is repaired towards the witness."""
+
+
+def _feasible_particles(
+    particles: np.ndarray, priors: list[np.ndarray], constraints: Constraints, rng: np.random.Generator
+) -> np.ndarray:
+    """Draw every rule component from the prior conditioned on feasibility (see above).
+
+    A component whose joint values can be listed (:meth:`Constraints.component_records`) is drawn exactly: one
+    draw per particle from ``P0`` restricted to the component's feasible values and renormalised. Larger ones are
+    redrawn by rejection, and what is left infeasible after that is repaired towards the witness.
+    """
+    for c in range(len(constraints.components)):
+        listed = constraints.component_records(c)
+        if listed is None:
+            continue
+        values, feasible = listed
+        attributes = constraints.components[c]
+        weight = np.prod([priors[a][values[:, j]] for j, a in enumerate(attributes)], axis=0) * feasible
+        if weight.sum() > 0:  # the prior has mass on some feasible value (else rejection and repair below)
+            particles[:, attributes] = values[rng.choice(len(values), size=len(particles), p=weight / weight.sum())]
+    bad = np.flatnonzero(~constraints.feasible(particles))
+    for _ in range(SUPPORT_REJECTION_TRIES):
+        if len(bad) == 0:
+            return particles
+        broken = constraints.broken_components(particles[bad])
+        for c, component in enumerate(constraints.components):
+            rows = bad[broken[:, c]]
+            for a in component:
+                particles[rows, a] = rng.choice(len(priors[a]), size=len(rows), p=priors[a])
+        bad = bad[~constraints.feasible(particles[bad])]
+    if len(bad):
+        particles[bad] = constraints.repair(particles[bad], constraints.witness_codes, constraints.attributes)
+    return particles
+
+
+# ---------------------------------------------------------------------- the algorithm
+@dataclass(frozen=True)
+class _Measurement:
+    marginal: int
+    cells: np.ndarray
+    values: np.ndarray
+    variance: float
+    """Noise variance of each value (fractions²)."""
+
+
+def _replace_with_seeds(
+    particles: np.ndarray, seeds: np.ndarray, weights: np.ndarray | None, fraction: float, rng: np.random.Generator
+) -> None:
+    """Overwrite the first ``fraction`` of the particles with draws from ``seeds`` (by weight)."""
+    count = round(fraction * len(particles))
+    if count == 0 or len(seeds) == 0:
+        return
+    p = None if weights is None else np.asarray(weights, dtype=np.float64) / np.sum(weights)
+    particles[:count] = np.asarray(seeds)[rng.choice(len(seeds), size=count, p=p)]
+
+
+def _prior_measurements(
+    estimates: dict[int, np.ndarray], index: MarginalIndex, variance: float
+) -> list[_Measurement]:
+    """The prior's noisy one-way marginals as measurements of the workload's one-way marginals (if it has them)."""
+    out = []
+    for m in range(index.n_marginals):
+        attributes = index.attributes[m]
+        if len(attributes) == 1 and int(attributes[0]) in estimates:
+            cells = index.query_cells[m]
+            out.append(_Measurement(m, cells, estimates[int(attributes[0])][cells], variance))
+    return out
+
+
+def _final_sweeps(
+    history: list[_Measurement], apply: Callable[[_Measurement], np.ndarray], config: MWEMConfig
+) -> int:
+    """Sweep the history after the last round; returns the number of sweeps run (module docstring).
+
+    A sweep's discrepancy is the squared residual of each measured value before its update divided by its noise
+    variance, averaged two ways: over every measured value of the history (the cells' mean) and over the
+    measurements, each the mean of its own values (the measurements' mean). From ``final_min_sweeps`` on, a sweep
+    is the last when each mean is at most 1 (within the noise) or lower than the previous sweep's by less than
+    ``final_tolerance`` of it (converged). The cells' mean alone is ruled by the marginals with the most cells: a
+    few measured 3-way marginals of thousands of near-empty cells hold it near 1 while the one-way marginals are
+    still far from their measurements.
+    """
+    least = config.final_sweeps if config.final_min_sweeps is None else config.final_min_sweeps
+    cells = sum(len(past.values) for past in history)
+    previous = (math.inf, math.inf)
+    for sweep in range(1, config.final_sweeps + 1):
+        total, per_measurement = 0.0, 0.0
+        for past in history:
+            residual = apply(past)
+            squared = float(np.dot(residual, residual)) / past.variance
+            total += squared
+            per_measurement += squared / max(len(residual), 1)
+        current = (total / max(cells, 1), per_measurement / max(len(history), 1))
+        done = all(
+            now <= 1.0 or before - now < config.final_tolerance * before
+            for now, before in zip(current, previous, strict=True)
+        )
+        if sweep >= least and done:
+            return sweep
+        previous = current
+    return config.final_sweeps
+
+
+def mwem(
+    data: Dataset,
+    workload: Workload,
+    config: MWEMConfig,
+    *,
+    rng: np.random.Generator,
+    progress: ProgressCallback | None = None,
+    constraints: Constraints | None = None,
+    seeds: np.ndarray | None = None,
+    seed_weights: np.ndarray | None = None,
+    public_n: int | None = None,
+) -> SynthesisResult:
+    """Run MWEM and return the final (or average) distribution as weighted records.
+
+    Args:
+        data: Private dataset (``n`` records).
+        workload: Positive queries (selection is over them and their negations).
+        config: Parameters.
+        rng: Generator (support, selections, noise).
+        progress: Called after every round with its diagnostics.
+        constraints: Public rules: infeasible records get weight 0 (universe) or are never particles (sampled).
+        seeds: Records (value codes) that ``config.seed_fraction`` of the particles are drawn from (by
+            ``seed_weights``, uniform if None), e.g. another synthesizer's output. They must be feasible under
+            ``constraints``; they are public here (already released by a charged mechanism).
+        seed_weights: Non-negative weights of ``seeds``.
+        public_n: The public ``n`` the sensitivities and the measured fractions use (default ``data.n``, which is
+            public under replace-one neighbours). Under add/remove neighbours pass the plan's lower bound on ``n``
+            (a noisy count's): selections then use sensitivity ``1/public_n >= 1/min(n, n')`` and measured counts
+            are divided by it, so the private ``n`` is never used.
+
+    Raises:
+        UniverseTooLargeError: With ``support="universe"``, if the universe has more than
+            ``2^max_universe_log2`` records.
+    """
+    if data.domain != workload.domain:
+        raise ConfigError("the dataset and the workload are over different domains")
+    domain = data.domain
+    index = MarginalIndex(workload)
+    if constraints is not None and len(constraints):
+        constraints = with_witness(constraints)  # raises, naming the rules, when no record is feasible
+    if config.support == "universe":
+        if domain.universe_log2 > config.max_universe_log2 + 1e-9:
+            raise UniverseTooLargeError(
+                f"MWEM keeps one weight per record: this domain has 2^{domain.universe_log2:.1f} records, more "
+                f"than the limit 2^{config.max_universe_log2:g}; use DualQuery, DQRS or FEM for this domain "
+                "(or MWEM with support='sampled')"
+            )
+        distribution: _UniverseDistribution | ParticleDistribution = _universe_distribution(
+            domain, index, constraints, rng
+        )
+    else:
+        particles, priors, prior_estimates = sample_support(data, workload, config, rng, constraints=constraints)
+        if seeds is not None and config.seed_fraction > 0:
+            _replace_with_seeds(particles, seeds, seed_weights, config.seed_fraction, rng)
+        distribution = ParticleDistribution(particles, priors, index, rng, constraints=constraints)
+    true_answers = answer_workload(data, workload)
+    n = data.n if public_n is None else int(public_n)
+    starts = workload.marginal_starts
+    sizes_queried = np.diff(starts)
+    history: list[_Measurement] = []
+    if config.replay_prior and config.support == "sampled" and prior_estimates:
+        l1, l2 = _prior_sensitivities(data, len(prior_estimates))
+        variance = _noise_variance(config.measure_noise, l1=l1, l2=l2, budget=config.support_budget) / n**2
+        history += _prior_measurements(prior_estimates, index, variance)
+    average = distribution.snapshot() * 0.0 if config.output == "average" else None
+    diagnostics: list[RoundDiagnostics] = []
+
+    def apply(measurement: _Measurement) -> np.ndarray:
+        return distribution.apply(
+            measurement.marginal, measurement.cells, measurement.values, config.learning_rate
+        )
+
+    estimates = _answers(distribution, index)
+    for t in range(1, config.rounds + 1):
+        began = time.perf_counter()
+        chosen, _ = select_signed_query(true_answers, estimates, epsilon=config.select_epsilon, n=n, rng=rng)
+        m = int(workload.query_marginal[chosen])
+        if config.measure == "query":
+            positions = np.array([chosen])
+            l1 = l2 = 1.0
+        else:
+            positions = np.arange(starts[m], starts[m + 1])
+            l1, l2 = float(min(2, sizes_queried[m])), math.sqrt(min(2, sizes_queried[m]))
+        budget = config.measure_epsilon if config.measure_noise == "laplace" else config.measure_rho
+        true_counts = np.rint(true_answers[positions] * data.n)  # q(D)·n: the integer counts
+        noisy = _noisy_counts(config.measure_noise, true_counts, l1=l1, l2=l2, budget=budget, rng=rng) / n
+        variance = _noise_variance(config.measure_noise, l1=l1, l2=l2, budget=budget) / n**2
+        measurement = _Measurement(m, index.query_cells[m][positions - starts[m]], noisy, variance)
+        history.append(measurement)
+        apply(measurement)
+        for _ in range(config.replay_sweeps):
+            for past in history:
+                apply(past)
+        if config.support_moves and config.support == "sampled":  # the universe's records never move
+            distribution.refresh(config.support_moves)
+        if average is not None:
+            average += distribution.snapshot() / config.rounds
+        estimates = _answers(distribution, index)
+        internal = {}
+        if config.track_error:
+            error = np.abs(estimates - true_answers)
+            internal = {"internal_max_error": float(error.max()), "internal_mean_error": float(error.mean())}
+        diagnostics.append(
+            RoundDiagnostics(
+                round=t, sampled=1, distinct=len(positions), source="mw", status="NOT_RUN", objective=0.0,
+                bound=None, solver_seconds=0.0, local_seconds=0.0, round_seconds=time.perf_counter() - began,
+                free_attributes=0, extra={"marginal": float(m)}, **internal,
+            )
+        )
+        if progress is not None:
+            progress(diagnostics[-1])
+    final_sweeps = _final_sweeps(history, apply, config)
+    final = average if average is not None else distribution.snapshot()
+    codes, weights = distribution.records(final)
+    events = mwem_events(config)
+    return SynthesisResult(
+        mechanism="mwem",
+        domain=domain,
+        records=codes,
+        weights=weights,
+        parameters={
+            "rounds": config.rounds,
+            "select_epsilon": config.select_epsilon,
+            "measure_epsilon": config.measure_epsilon,
+            "measure_rho": config.measure_rho,
+            "measure_noise": config.measure_noise,
+            "measure": config.measure,
+            "learning_rate": config.learning_rate,
+            "replay_sweeps": config.replay_sweeps,
+            "final_sweeps": config.final_sweeps,
+            "final_min_sweeps": config.final_min_sweeps,
+            "final_tolerance": config.final_tolerance,
+            "final_sweeps_run": final_sweeps,
+            "output": config.output,
+            "support": config.support,
+            "support_size": config.support_size if config.support == "sampled" else None,
+            "support_budget": config.support_budget,
+            "support_mix": config.support_mix,
+            "support_moves": config.support_moves,
+            "seed_fraction": config.seed_fraction,
+            "replay_prior": config.replay_prior,
+        },
+        events=tuple(events),
+        costs=mwem_costs(events, config.delta),
+        n=n,
+        diagnostics=tuple(diagnostics),
+    )

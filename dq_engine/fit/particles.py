@@ -1,0 +1,149 @@
+"""A distribution over records represented by weighted particles, with resample-move refreshes.
+
+Used by MWEM on particles (:mod:`dq_engine.fit.mwem`, ``support="sampled"``) and by the table fit that calibrates
+a synthesizer's records against noisy marginals (:mod:`dq_engine.fit.table_fit`). Everything here is
+post-processing: it reads only the particles, the noisy measurements it is given and public randomness.
+
+With public constraints (:class:`~dq_engine.data.constraints.Constraints`, optional) the particles stay in the feasible
+set: they must be feasible on construction, and a Metropolis-Hastings proposal that breaks a rule is rejected, so
+each move targets ``A`` restricted to the feasible records (its density times the indicator of feasibility).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dq_engine.data.constraints import Constraints
+from dq_engine.data.marginal_tables import MarginalIndex
+from dq_engine.errors import InfeasibleConstraintsError
+
+__all__ = ["ParticleDistribution"]
+
+
+class ParticleDistribution:
+    """``A`` represented by weighted particles (support records), with optional resample-move refreshes.
+
+    MW over the universe started at the prior ``P0`` keeps ``A`` log-linear in the measured marginals:
+    ``A(x) ∝ P0(x) · exp(Σ_m θ_m[cell_m(x)])``, where ``θ_m`` accumulates every update applied to marginal
+    ``m``. The particles are a self-normalised importance sample of ``A``: drawn from ``P0`` with equal
+    weights, each update multiplies a particle's weight by ``exp(Δθ_m[cell_m(x)])``. A *refresh*
+    (``support_moves > 0``) resamples the particles by weight when the effective sample size drops below
+    half and then moves every particle with Metropolis-Hastings steps that target ``A`` exactly: attribute
+    ``a`` proposes a value from ``P0_a`` and accepts with probability ``min(1, exp(Δθ))`` (the prior and
+    proposal terms cancel). Only ``θ`` and the particles are touched: a refresh is post-processing.
+
+    Args:
+        codes: The particles, value codes ``(r, m)``.
+        priors: ``P0``'s factor of each attribute (probability vectors).
+        index: The marginals' cell index.
+        rng: Generator of the refreshes.
+        constraints: Public rules the particles keep (every particle must be feasible), or None.
+
+    Raises:
+        InfeasibleConstraintsError: A particle breaks a rule of ``constraints``.
+    """
+
+    def __init__(
+        self,
+        codes: np.ndarray,
+        priors: list[np.ndarray],
+        index: MarginalIndex,
+        rng: np.random.Generator,
+        *,
+        constraints: Constraints | None = None,
+    ) -> None:
+        self.constraints = constraints if constraints is not None and len(constraints) else None
+        if self.constraints is not None and not self.constraints.feasible(codes).all():
+            raise InfeasibleConstraintsError("every particle must keep the constraints; draw or repair them first")
+        self.codes = np.asfortranarray(codes)  # column access (one attribute of every particle) is the hot path
+        self.priors = priors
+        self.index = index
+        self.rng = rng
+        self.p = np.full(codes.shape[0], 1.0 / codes.shape[0])
+        self.theta: dict[int, np.ndarray] = {}
+        self._cells: dict[int, np.ndarray] = {}
+
+    def _cells_of(self, m: int) -> np.ndarray:
+        if m not in self._cells:
+            self._cells[m] = self.index.cells(m, self.codes)
+        return self._cells[m]
+
+    def table(self, m: int) -> np.ndarray:
+        """Marginal ``m`` of the weighted particles (cell probabilities, C order)."""
+        return np.bincount(self._cells_of(m), weights=self.p, minlength=int(self.index.n_cells[m]))
+
+    def apply(self, m: int, cells: np.ndarray, values: np.ndarray, learning_rate: float) -> np.ndarray:
+        """The MW update of the measured cells; ``θ_m`` keeps the running sum of the log factors.
+
+        Returns the residuals ``values - A_cells`` before the update.
+        """
+        table = self.table(m)
+        residual = values - table[cells]
+        log_factor = np.zeros(int(self.index.n_cells[m]))
+        log_factor[cells] = learning_rate * residual
+        log_factor -= log_factor.max()
+        if m not in self.theta:
+            self.theta[m] = np.zeros(int(self.index.n_cells[m]))
+        self.theta[m] += log_factor
+        self.p = self.p * np.exp(log_factor[self._cells_of(m)])
+        self.p /= self.p.sum()
+        return residual
+
+    def refresh(self, moves: int) -> None:
+        """Resample when the effective sample size is below half, then ``moves`` MH sweeps."""
+        r = self.codes.shape[0]
+        if 1.0 / np.sum(self.p**2) < 0.5 * r:
+            positions = (self.rng.random() + np.arange(r)) / r  # systematic resampling
+            chosen = np.minimum(np.searchsorted(np.cumsum(self.p), positions), r - 1)
+            self.codes = np.asfortranarray(self.codes[chosen])
+            self.p = np.full(r, 1.0 / r)
+            self._cells.clear()
+        measured = sorted(self.theta)
+        touching = {
+            a: [m for m in measured if a in set(self.index.attributes[m].tolist())] for a in range(self.codes.shape[1])
+        }
+        on_rule = np.zeros(self.codes.shape[1], dtype=bool)
+        if self.constraints is not None:
+            on_rule[self.constraints.attributes] = True
+        strides = {(m, a): int(self.index.strides[m][list(self.index.attributes[m]).index(a)])
+                   for a, marginals in touching.items() for m in marginals}
+        for _ in range(moves):
+            for a, marginals in touching.items():
+                if not marginals:
+                    continue
+                prior = self.priors[a]
+                proposal = self.rng.choice(len(prior), size=r, p=prior)
+                uniforms = self.rng.random(r)
+                old = self.codes[:, a].copy()
+                moved = proposal != old  # an unchanged particle is accepted and stays: nothing to compute
+                if on_rule[a]:  # a proposal that breaks a public rule is rejected: the target is A on feasible records
+                    self.codes[:, a] = np.where(moved, proposal, old)
+                    moved &= self.constraints.feasible(self.codes, attributes=np.array([a]))
+                    self.codes[:, a] = old
+                rows = np.flatnonzero(moved)
+                # a changed attribute moves the particle's cell of marginal m by (new - old) x the attribute's stride
+                shift = proposal[rows].astype(np.int64) - old[rows]
+                before = {m: self._cells_of(m)[rows] for m in marginals}
+                after = {m: before[m] + shift * strides[m, a] for m in marginals}
+                current = sum(self.theta[m][before[m]] for m in marginals)
+                proposed = sum(self.theta[m][after[m]] for m in marginals)
+                accept = np.log(uniforms[rows]) < proposed - current
+                chosen = rows[accept]
+                self.codes[chosen, a] = proposal[chosen]
+                for m in marginals:
+                    self._cells[m][chosen] = after[m][accept]
+        # the moves kept the measured marginals' cells; an unmeasured marginal's cached cells are now stale
+        for m in [m for m in self._cells if m not in self.theta]:
+            del self._cells[m]
+        # weights are unchanged by the moves: each MH kernel leaves the current A invariant, which is the
+        # resample-move SMC step (Del Moral, Doucet & Jasra 2006, with the time-reversal backward kernel)
+
+    def snapshot(self) -> np.ndarray:
+        """A copy of the particle weights."""
+        return self.p.copy()
+
+    def records(self, probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct particles and their total weight under ``probabilities`` (normalised)."""
+        distinct, inverse = np.unique(self.codes, axis=0, return_inverse=True)
+        weights = np.bincount(inverse.ravel(), weights=probabilities, minlength=len(distinct))
+        return distinct.astype(np.int64), weights / weights.sum()

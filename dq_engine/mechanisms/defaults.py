@@ -1,0 +1,288 @@
+"""Default parameter rules of FEM, sepFEM, MWEM and MWEM on particles, computed from public quantities only.
+
+One rule per mechanism, used by the release pipeline and by ``bench/mechanisms.py`` (which imports them,
+so the benchmarked configurations are the pipeline's defaults). A rule may look at :class:`PublicQuantities`
+only: the public ``n``, the target (ε, δ), the domain, the number of queries ``N`` and of marginals ``M``;
+never at the data. Every budget is calibrated on the exact composed cost in the requested accounting mode,
+so a rule's cost never exceeds the target. Any parameter given explicitly replaces the rule's value and the
+remaining ones are calibrated around it.
+
+* **FEM / sepFEM** (seed 004): ``T = n √(8ρ) / (2 ln 2N)`` clamped to ``[10, cap]`` (:func:`fem_rounds`),
+  ε₀ calibrated to the target, ``s = clamp(1500 // (T + 1), 4, 50)`` oracle calls per round, perturbation
+  scale η = 1 (FEM) and 0.5 (sepFEM), CP-SAT alone with a deterministic limit per call
+  (:func:`ftpl_oracle`).
+* **MWEM** (Hardt, Ligett & McSherry 2012): as published (whole universe, Laplace, one query per round,
+  even select/measure split), ``T = 15`` as in the DualQuery paper's comparison, 10 history-replay sweeps
+  per round (HLM's improvement).
+* **MWEM on particles** (``support="sampled"`` with resample-move refreshes, :mod:`dq_engine.fit.mwem`):
+  ``T = ⌊0.63 ρ (0.01 n)²⌋`` clamped to ``[8, min(M, 40)]`` (:func:`mwem_particle_rounds`); 20 % of ρ for
+  the prior's noisy one-way marginals (replayed with the measurements, so the fit matches them: the one-way
+  marginals are what a reader checks first), of the rest 30 % for exponential-mechanism selections and 70 % for
+  Gaussian measurements of the whole selected marginal; 200,000 particles from a 20 % uniform / 80 % noisy
+  product prior; λ = 2; one history replay per round and 10 to 100 at the end (until the fit is within the
+  noise); one Metropolis-Hastings sweep per round. The best mechanism of ``bench/mechanisms.py`` on ADULT
+  (docs/benchmarks.md, ``## Mechanisms``).
+
+The constants were set from the papers and checked on ``bench/mechanisms.py``'s development proxy (a KDD
+Cup 99 sample), not tuned on the benchmark data; the docstrings below give each one's reason.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dq_engine.errors import AccountingError, ConfigError
+from dq_engine.fit.mwem import MWEMConfig, calibrate_mwem
+from dq_engine.mechanisms.fem import FEMConfig, calibrate_fem, fem_costs, fem_events
+from dq_engine.mechanisms.sepfem import SepFEMConfig
+from dq_engine.oracle import OracleConfig
+from dq_engine.privacy.accounting import AccountingMode, within_target
+from dq_engine.privacy.public import PublicQuantities
+
+__all__ = [
+    "FEM_NOISE_SCALE",
+    "FEM_ROUNDS_CAP",
+    "MWEM_PARTICLES_FINAL_MIN_SWEEPS",
+    "MWEM_PARTICLES_FINAL_SWEEPS",
+    "MWEM_PARTICLES_FINAL_TOLERANCE",
+    "MWEM_PARTICLES_PRIOR_SHARE",
+    "MWEM_PARTICLES_ROUNDS_CAP",
+    "MWEM_PARTICLES_SUPPORT_SIZE",
+    "MWEM_REPLAY_SWEEPS",
+    "MWEM_ROUNDS",
+    "SEPFEM_NOISE_SCALE",
+    "SEPFEM_ROUNDS_CAP",
+    "fem_config",
+    "fem_rounds",
+    "ftpl_oracle",
+    "ftpl_samples",
+    "mwem_config",
+    "mwem_particle_rounds",
+    "mwem_particles_config",
+    "sepfem_config",
+]
+
+FEM_NOISE_SCALE = 1.0
+"""η of FEM's exponential perturbation (seed 004 Table 3 uses 1 .. 4)."""
+SEPFEM_NOISE_SCALE = 0.5
+"""Laplace scale of sepFEM's separator-query weights."""
+FEM_ROUNDS_CAP = 120
+"""Largest T of FEM's rule (what the oracle time allows in about a minute on 2 cores)."""
+SEPFEM_ROUNDS_CAP = 100
+"""Largest T of sepFEM's rule."""
+MWEM_ROUNDS = 15
+"""T of MWEM's rule (the DualQuery paper's MWEM comparison)."""
+MWEM_REPLAY_SWEEPS = 10
+"""History-replay sweeps per MWEM round."""
+MWEM_PARTICLES_ROUNDS_CAP = 40
+"""Largest T of MWEM on particles (what the history replays allow in about a minute on 2 cores)."""
+MWEM_PARTICLES_PRIOR_SHARE = 0.2
+"""Share of ρ for the prior's noisy one-way marginals of MWEM on particles."""
+MWEM_PARTICLES_SUPPORT_SIZE = 200_000
+"""Particles of MWEM on particles (about 1.6 MB per attribute as int64 codes)."""
+MWEM_PARTICLES_FINAL_SWEEPS = 100
+"""Most sweeps over the whole measurement history after the last round (post-processing of the noisy measurements).
+
+The cyclic MW updates converge slowly when the history is long: on KDD99 (42 columns, 40 measured marginals and
+42 replayed one-way marginals, ε = 1, seed 0) the worst one-way cell of the fit was 0.014 after 10 sweeps, 0.0077
+after 40 and 0.0047 after 100, for 23 s more of a 78 s run (docs/decisions.md, "The fit's final sweeps stop at
+the noise")."""
+MWEM_PARTICLES_FINAL_MIN_SWEEPS = 10
+"""Fewest final sweeps; between this and :data:`MWEM_PARTICLES_FINAL_SWEEPS` they stop once the fit is within the
+noise (:mod:`dq_engine.fit.mwem`, the discrepancy principle): on Adult at ε = 0.1 (seed 0) 100 sweeps fitted the noise
+(worst one-way cell 0.067 instead of 0.050, workload max 0.083 instead of 0.059)."""
+MWEM_PARTICLES_FINAL_TOLERANCE = 1e-3
+"""The final sweeps also stop once one lowers the discrepancy by less than 0.1 % (converged). On ADULT-64 at
+ε = 0.1 the history holds about 6 M noisy 3-way cells, nearly all empty, and its discrepancy stays at 1.001 from the
+first sweep to the hundredth; running all 100 concentrated DualQuery's fitted table on the noise (seed 3: 6,991
+distinct rows, worst one-way cell 0.211 instead of 0.058). On KDD99 each sweep still gains about 1 % at the
+hundredth (DualQuery at ε = 0.1 excepted: it stops earlier on 3 of 5 seeds, third-digit changes), and on Adult
+at ε = 1 (seed 0) the rule stops at sweep 28 instead of 37 with about the same figures.
+Both the cells' mean and the measurements' mean of the discrepancy must stop (:mod:`dq_engine.fit.mwem`): with the
+cells' mean alone the rule stopped private-pgm's encoding at ε = 1 while its one-way marginals were still far from
+their measurements (MWEM on particles' mean one-way TVD 0.022 instead of 0.018, mean two-way TVD 0.068 instead of
+0.060; docs/decisions.md, "The fit's final sweeps stop at the noise of every measurement")."""
+
+
+def fem_rounds(public: PublicQuantities, *, cap: int) -> int:
+    """``T = n √(8ρ) / (2 ln 2N)``, clamped to [10, cap].
+
+    Balances the exponential mechanism's selection error ``2 ln(2N) / (n ε₀)`` with ``ε₀ = √(8ρ/T)`` (tight
+    mode) against a ``1/√T`` regret term. The cap is what the oracle time allows: a call's CP-SAT time grows
+    with the number of selected queries.
+    """
+    ideal = public.n * math.sqrt(8 * public.rho) / (2 * math.log(2 * public.n_queries))
+    return int(min(cap, max(10, round(ideal))))
+
+
+def ftpl_samples(rounds: int) -> int:
+    """``s = clamp(1500 // (T + 1), 4, 50)``: about 1,500 oracle calls per run."""
+    return int(min(50, max(4, 1500 // (rounds + 1))))
+
+
+def ftpl_oracle() -> OracleConfig:
+    """CP-SAT alone, one worker per call, deterministic limit 0.2 (reproducible, bounded per call)."""
+    return OracleConfig(kind="cpsat", num_workers=1, deterministic=True, deterministic_time_limit=0.2)
+
+
+def _game_budget(
+    public: PublicQuantities, *, mode: AccountingMode, cap: int, rounds: int | None, epsilon_0: float | None
+) -> tuple[float, int]:
+    """``(ε₀, T)`` of FEM / sepFEM: the rule's T, explicit values, calibrated to the target."""
+    if rounds is not None and epsilon_0 is not None:
+        if public.epsilon is not None:
+            cost = fem_costs(fem_events(epsilon_0, rounds), public.delta)[mode].epsilon
+            if not within_target(cost, public.epsilon):
+                raise AccountingError(
+                    f"{rounds} rounds at epsilon_0 = {epsilon_0:g} cost epsilon {cost:.4g} > the target "
+                    f"{public.epsilon:.4g} ({mode} accounting); lower rounds or epsilon_0, or omit one of them"
+                )
+        return float(epsilon_0), int(rounds)
+    if public.epsilon is None:
+        raise ConfigError("give a target epsilon, or both rounds and epsilon_0")
+    if epsilon_0 is not None:
+        return calibrate_fem(epsilon=public.epsilon, delta=public.delta, mode=mode, epsilon_0=epsilon_0)
+    if rounds is None:
+        rounds = fem_rounds(public, cap=cap)
+    return calibrate_fem(epsilon=public.epsilon, delta=public.delta, mode=mode, rounds=rounds)
+
+
+def _game_config(
+    config_type: type[FEMConfig] | type[SepFEMConfig],
+    public: PublicQuantities,
+    *,
+    mode: AccountingMode,
+    cap: int,
+    default_noise_scale: float,
+    rounds: int | None,
+    epsilon_0: float | None,
+    samples: int | None,
+    noise_scale: float | None,
+    oracle: OracleConfig | None,
+    workers: int,
+    track_error: bool,
+) -> FEMConfig | SepFEMConfig:
+    """The FEM / sepFEM rule for ``config_type``: budget from :func:`_game_budget`, explicit values kept."""
+    epsilon_0, rounds = _game_budget(public, mode=mode, cap=cap, rounds=rounds, epsilon_0=epsilon_0)
+    return config_type(
+        epsilon_0=epsilon_0, noise_scale=default_noise_scale if noise_scale is None else noise_scale,
+        samples=ftpl_samples(rounds) if samples is None else samples, rounds=rounds, delta=public.delta,
+        oracle=ftpl_oracle() if oracle is None else oracle, workers=workers, track_error=track_error,
+    )
+
+
+def fem_config(
+    public: PublicQuantities,
+    *,
+    mode: AccountingMode = "tight",
+    rounds: int | None = None,
+    epsilon_0: float | None = None,
+    samples: int | None = None,
+    noise_scale: float | None = None,
+    oracle: OracleConfig | None = None,
+    workers: int = 1,
+    track_error: bool = True,
+) -> FEMConfig:
+    """FEM's rule (see the module docstring); explicit arguments replace the rule's values.
+
+    Raises:
+        AccountingError: If the target cannot be met, or explicit ``rounds`` and ``epsilon_0`` exceed it.
+        ConfigError: If neither a target ε nor both ``rounds`` and ``epsilon_0`` are given.
+    """
+    return _game_config(
+        FEMConfig, public, mode=mode, cap=FEM_ROUNDS_CAP, default_noise_scale=FEM_NOISE_SCALE,
+        rounds=rounds, epsilon_0=epsilon_0, samples=samples, noise_scale=noise_scale, oracle=oracle,
+        workers=workers, track_error=track_error,
+    )
+
+
+def sepfem_config(
+    public: PublicQuantities,
+    *,
+    mode: AccountingMode = "tight",
+    rounds: int | None = None,
+    epsilon_0: float | None = None,
+    samples: int | None = None,
+    noise_scale: float | None = None,
+    oracle: OracleConfig | None = None,
+    workers: int = 1,
+    track_error: bool = True,
+) -> SepFEMConfig:
+    """The sepFEM rule: FEM's with T capped at 100 and separator weights of Laplace scale 0.5."""
+    return _game_config(
+        SepFEMConfig, public, mode=mode, cap=SEPFEM_ROUNDS_CAP, default_noise_scale=SEPFEM_NOISE_SCALE,
+        rounds=rounds, epsilon_0=epsilon_0, samples=samples, noise_scale=noise_scale, oracle=oracle,
+        workers=workers, track_error=track_error,
+    )
+
+
+def mwem_config(
+    public: PublicQuantities,
+    *,
+    mode: AccountingMode = "tight",
+    rounds: int | None = None,
+    track_error: bool = True,
+) -> MWEMConfig:
+    """MWEM's rule: as published, ``T = 15`` (or ``rounds``), budgets calibrated to the target in ``mode``.
+
+    Raises:
+        AccountingError: If no positive budget fits the target.
+        ConfigError: Without a target ε.
+    """
+    if public.epsilon is None:
+        raise ConfigError("MWEM's rule needs a target epsilon")
+    rounds = MWEM_ROUNDS if rounds is None else rounds
+    budget = calibrate_mwem(epsilon=public.epsilon, delta=public.delta, rounds=rounds, mode=mode)
+    return MWEMConfig(
+        rounds=rounds, replay_sweeps=MWEM_REPLAY_SWEEPS, delta=public.delta, track_error=track_error, **budget
+    )
+
+
+def mwem_particle_rounds(public: PublicQuantities) -> int:
+    """``T = ⌊0.63 ρ (0.01 n)²⌋`` clamped to ``[8, min(M, 40)]``.
+
+    With 63 % of ρ for the measurements (0.9 x 0.7, shares in :func:`mwem_particles_config`), each measured
+    cell then gets Gaussian noise of standard deviation about 1 % of ``n``; more rounds would only add noise,
+    fewer would leave marginals unmeasured. 40 rounds is what the history replays allow in the time budget.
+    """
+    ideal = math.floor(0.63 * public.rho * (0.01 * public.n) ** 2)
+    return int(min(min(public.n_marginals, MWEM_PARTICLES_ROUNDS_CAP), max(8, ideal)))
+
+
+def mwem_particles_config(
+    public: PublicQuantities,
+    *,
+    mode: AccountingMode = "tight",
+    rounds: int | None = None,
+    support_size: int | None = None,
+    support_share: float = MWEM_PARTICLES_PRIOR_SHARE,
+    replay_prior: bool = True,
+    seed_fraction: float = 0.0,
+    track_error: bool = True,
+) -> MWEMConfig:
+    """The rule of MWEM on particles (see the module docstring); explicit arguments replace the rule's values.
+
+    Privacy: the prior's one-way marginals, ``T`` exponential-mechanism selections and ``T`` Gaussian
+    measurements are the only steps that read the data (:func:`dq_engine.fit.mwem.mwem_events`); resampling and
+    Metropolis-Hastings moves of the particles use only those noisy results (post-processing).
+
+    Raises:
+        AccountingError: If no positive budget fits the target.
+        ConfigError: Without a target ε.
+    """
+    if public.epsilon is None:
+        raise ConfigError("the rule of MWEM on particles needs a target epsilon")
+    rounds = mwem_particle_rounds(public) if rounds is None else rounds
+    budget = calibrate_mwem(
+        epsilon=public.epsilon, delta=public.delta, rounds=rounds, mode=mode, measure_noise="gaussian",
+        select_share=0.3, support_share=support_share,
+    )
+    return MWEMConfig(
+        rounds=rounds, measure_noise="gaussian", measure="marginal", learning_rate=2.0, replay_sweeps=1,
+        final_sweeps=MWEM_PARTICLES_FINAL_SWEEPS,
+        final_min_sweeps=MWEM_PARTICLES_FINAL_MIN_SWEEPS, final_tolerance=MWEM_PARTICLES_FINAL_TOLERANCE,
+        support="sampled",
+        support_size=MWEM_PARTICLES_SUPPORT_SIZE if support_size is None else support_size, support_mix=0.2,
+        support_moves=1, seed_fraction=seed_fraction, replay_prior=replay_prior, delta=public.delta,
+        track_error=track_error, **budget,
+    )

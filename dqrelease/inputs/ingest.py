@@ -1,0 +1,262 @@
+"""Load the private source into the working DuckDB database as the raw table.
+
+Two layouts of the raw table:
+
+* **wide** (formats ``csv``, ``parquet``, ``duckdb``): one row per record and one ``VARCHAR`` column per
+  *declared* schema column. Every value is trimmed (spaces, tabs, CR, LF), and blank cells and the
+  configured ``null_strings`` become NULL. Source columns the schema does not declare are not loaded.
+* **baskets** (format ``transactions``): the long table ``(row_id BIGINT, item VARCHAR)``, one row per item
+  of a basket. A basket is a non-blank line of the files, its items separated by whitespace; baskets are
+  numbered ``0 .. n-1`` and an item repeated within a basket counts once. The schema declares the item
+  universe: one ``binary`` column per item id (the column name *is* the item id). Items outside it fail
+  validation (:mod:`expectations.validate`).
+
+Invariants: no value of the source ever appears in an error message (DuckDB read errors quote the
+offending line, so they are replaced by a message naming only the files' format options); the raw table
+is replaced, never appended to.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import gzip
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from dqrelease.errors import ConfigInvalidError, ValidationFailedError
+from dqrelease.inputs.columns import BinaryColumn
+from dqrelease.inputs.config import SourceConfig
+from dqrelease.inputs.schema import Schema
+from dqrelease.runtime.pause_points import pause_point
+from dqrelease.warehouse import materialize, query_rows, row_count, run_script, table_columns
+
+__all__ = ["BASKET_COLUMNS", "check_source_files", "ingest_source", "is_basket_table"]
+
+BASKET_COLUMNS = ("row_id", "item")
+"""Columns of the long basket table written for ``format = "transactions"``."""
+
+_SOURCE_VIEW = "source_rows"
+_SOURCE_DATABASE = "dqrelease_source"
+
+
+def ingest_source(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: Schema, *, table: str = "raw") -> int:
+    """Load the source described by ``source`` into ``table`` (replacing it) and return its record count.
+
+    Args:
+        con: Working DuckDB connection.
+        source: The release config's ``[source]`` section (paths already resolved).
+        schema: The public schema; only its declared columns are loaded.
+        table: Name of the raw table (a plain identifier chosen by the caller's code).
+
+    Returns:
+        Number of records: rows of the wide table, or baskets for ``format = "transactions"``.
+
+    Raises:
+        ConfigInvalidError: A source file is missing, or a transactions source has a non-binary schema.
+        ValidationFailedError: Declared columns are missing from the source, or the files cannot be read
+            with the configured options (the message never quotes the data).
+    """
+    check_source_files(source)
+    if source.format != "duckdb":
+        _check_not_empty(source)
+    run_script(con, "macros")
+    try:
+        if source.format == "transactions":
+            records = _ingest_baskets(con, source, schema, table)
+        else:
+            records = _ingest_wide(con, source, schema, table)
+    finally:
+        run_script(con, "source_cleanup")
+    pause_point("ingest")  # test-only (dqrelease.runtime.pause_points); inert unless DQRELEASE_TEST_PAUSE_AT=ingest
+    return records
+
+
+def is_basket_table(columns: list[str], schema: Schema) -> bool:
+    """Whether a table with these column names is a long basket table for ``schema``.
+
+    True when every schema column is binary, the table has exactly the columns ``row_id, item`` and the
+    schema declares neither name as an item.
+    """
+    return (
+        all(isinstance(c, BinaryColumn) for c in schema.columns)
+        and list(columns) == list(BASKET_COLUMNS)
+        and not set(BASKET_COLUMNS) & set(schema.names)
+    )
+
+
+# ---------------------------------------------------------------------- formats
+def _ingest_wide(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: Schema, table: str) -> int:
+    _check_unique_header(source, schema)
+    _read_source(con, f"source_{source.format}", _source_variables(source), source)
+    present = {name for name, _ in table_columns(con, _SOURCE_VIEW)}
+    missing = [name for name in schema.names if name not in present]
+    if missing:
+        raise ValidationFailedError(
+            f"the source has no column {_names(missing)} declared in the schema; fix the schema's column names "
+            "or the source (header / column_names)",
+            [
+                {"expectation": "expect_table_columns_to_match_set", "column": name, "unexpected_count": "1"}
+                for name in missing
+            ],
+        )
+    params = {"columns": schema.names, "null_strings": ["", *source.null_strings]}
+    _guard_read(lambda: materialize(con, "raw_table", table, params=params), source)
+    return row_count(con, table)
+
+
+def _ingest_baskets(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: Schema, table: str) -> int:
+    not_binary = [c.name for c in schema.columns if not isinstance(c, BinaryColumn)]
+    if not_binary:
+        raise ConfigInvalidError(
+            f"source format 'transactions' needs a schema of binary columns (one per item id); "
+            f"column {_names(not_binary)} is not type = 'binary'"
+        )
+    clash = sorted(set(BASKET_COLUMNS) & set(schema.names))
+    if clash:
+        raise ConfigInvalidError(
+            f"item ids {clash} are reserved for the basket table's columns; rename those items in the source"
+        )
+    _read_source(con, "source_transactions", _source_variables(source), source)
+    _guard_read(lambda: materialize(con, "raw_baskets", table), source)
+    return int(query_rows(con, "basket_count", {"table": table})[0][0])
+
+
+def _source_variables(source: SourceConfig) -> dict[str, Any]:
+    paths = [str(p) for p in source.paths]
+    compression = "gzip" if source.gzip else "auto"
+    if source.format == "csv":
+        return {
+            "source_paths": paths,
+            "source_header": source.header,
+            "source_names": list(source.column_names or []),
+            "source_delimiter": source.delimiter,
+            "source_comment": source.comment or "",
+            "source_compression": compression,
+        }
+    if source.format == "parquet":
+        return {"source_paths": paths}
+    if source.format == "duckdb":
+        return {
+            "source_database": str(source.database),
+            "source_relation": f"{_SOURCE_DATABASE}.{source.table}",
+        }
+    return {"source_paths": paths, "source_comment": source.comment or "", "source_compression": compression}
+
+
+# ---------------------------------------------------------------------- checks
+def check_source_files(source: SourceConfig) -> None:
+    """Refuse a source file, glob or database that names nothing readable (before anything is read).
+
+    The CLI calls it before a run starts, so a wrong path is refused without starting Prefect.
+    """
+    if source.format == "duckdb":
+        if not Path(source.database).is_file():
+            raise ConfigInvalidError(
+                f"source database {source.database} does not exist; fix source.database in the release config "
+                "(relative paths are resolved against the config file's directory)"
+            )
+        return
+    for path in source.paths:
+        text = str(path)
+        if Path(text).is_dir():
+            raise ConfigInvalidError(
+                f"source path {path} is a directory, not a file; list its files in source.paths "
+                "(a glob such as 'folder/*.csv' works)"
+            )
+        found = glob.glob(text) if glob.has_magic(text) else ([text] if Path(text).is_file() else [])
+        if not found:
+            what = f"source file {path} does not exist"
+            if glob.has_magic(text):
+                what = f"no file matches source path {path}"
+            raise ConfigInvalidError(
+                f"{what}; fix source.paths in the release config "
+                "(relative paths are resolved against the config file's directory)"
+            )
+
+
+def _check_not_empty(source: SourceConfig) -> None:
+    """Refuse a source file of 0 bytes by name (DuckDB would report it as a file without the schema's columns)."""
+    for path in source.paths:
+        text = str(path)
+        for name in sorted(glob.glob(text)) if glob.has_magic(text) else [text]:
+            if Path(name).stat().st_size == 0:
+                raise ValidationFailedError(
+                    f"source file {Path(name).name} is empty (0 bytes); export the table again or remove the file "
+                    "from source.paths",
+                    [{"expectation": "source_is_readable", "column": "(table)", "unexpected_count": "1"}],
+                )
+
+
+def _check_unique_header(source: SourceConfig, schema: Schema) -> None:
+    """Refuse CSV files whose header names a declared column twice (DuckDB would rename one and read the other).
+
+    Only plain and gzip files are checked (other compressions are left to DuckDB); a header that cannot be
+    decoded is left to the read, which refuses it with its own message.
+    """
+    if source.format != "csv" or not source.header:
+        return
+    declared = set(schema.names)
+    for pattern in source.paths:
+        text = str(pattern)
+        for name in sorted(glob.glob(text)) if glob.has_magic(text) else [text]:
+            fields = _header_fields(Path(name), source)
+            repeated = sorted({f for f in fields if f in declared and fields.count(f) > 1})
+            if repeated:
+                raise ValidationFailedError(
+                    f"the header of source file {Path(name).name} names column {_names(repeated)} more than once; "
+                    "rename or remove the duplicate column in the file",
+                    [{"expectation": "unique_column_names", "column": c, "unexpected_count": "1"} for c in repeated],
+                )
+
+
+def _header_fields(path: Path, source: SourceConfig) -> list[str]:
+    """The trimmed fields of the first non-comment line of a CSV file (empty if it cannot be read as text)."""
+    gzipped = source.gzip or path.suffix == ".gz"
+    try:
+        with (gzip.open(path, "rt", encoding="utf-8-sig", newline="") if gzipped
+              else open(path, encoding="utf-8-sig", newline="")) as handle:
+            lines = (line for line in handle if not (source.comment and line.startswith(source.comment)))
+            first = next(csv.reader(lines, delimiter=source.delimiter), [])
+    except (OSError, UnicodeDecodeError, EOFError, csv.Error):
+        return []
+    return [field.strip(" \t\r\n") for field in first]
+
+
+def _read_source(con: duckdb.DuckDBPyConnection, model: str, variables: dict[str, Any], source: SourceConfig) -> None:
+    _guard_read(lambda: run_script(con, model, variables=variables), source)
+
+
+def _guard_read(action: Callable[[], None], source: SourceConfig) -> None:
+    """Run ``action``; replace a DuckDB read error (which may quote a line of the data) by a safe message."""
+    try:
+        action()
+    except duckdb.CatalogException:
+        if source.format != "duckdb":
+            raise
+        raise ConfigInvalidError(
+            f"source table {source.table!r} was not found in {source.database}; fix source.table"
+        ) from None
+    except duckdb.Error as error:
+        raise ValidationFailedError(
+            f"the source files could not be read as {source.format} ({type(error).__name__}); "
+            f"{_READ_FIXES[source.format]}",
+            [{"expectation": "source_is_readable", "column": "(table)", "unexpected_count": "1"}],
+        ) from None
+
+
+_READ_FIXES = {
+    "csv": "check the format options in [source] (header, column_names, delimiter, comment, gzip), that the files "
+    "are UTF-8 and that every row has the header's number of fields",
+    "parquet": "check that every file is a complete Parquet file (export it again if it was cut short)",
+    "duckdb": "check that source.database is a DuckDB database file that this DuckDB version can open",
+    "transactions": "check the format options in [source] (comment, gzip) and that the files are UTF-8 text",
+}
+"""What to check when DuckDB cannot read the source, by format (the error itself may quote data: never shown)."""
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in names)

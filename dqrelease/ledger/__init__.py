@@ -1,0 +1,214 @@
+"""The persistent privacy-budget ledger: per-dataset caps and append-only charges in a DuckDB file.
+
+Concept. Every release of a dataset is paid for by one *charge* committed before the mechanism reads the
+private data. A charge is an immutable event (run id, UTC time, config hash, mechanism, accounting mode,
+ε, δ, optional ρ, public note); it is never refunded, updated or deleted, and this module has no API that
+could. Each dataset has a *cap* (ε, δ) and optionally a zCDP cap ρ; changing a cap appends a new cap row,
+so the history of caps is kept too. ``docs/ledger.md`` explains composition across runs and locking.
+
+One concept per module:
+
+* :class:`Ledger` (here): the operations, each one transaction on the file: set or ensure a cap, charge,
+  read totals and budgets.
+* :mod:`dqrelease.ledger.records`: the records (:class:`Cap`, :class:`Charge`, :class:`Spent`,
+  :class:`Remaining`, :class:`ChargeReceipt`, :class:`DatasetBudget`) and their exact amounts.
+* :mod:`dqrelease.ledger.composition`: the composition rule that refuses a charge, and the refusal messages.
+* :mod:`dqrelease.ledger.store`: the DuckDB file: connections, process and thread locking, transactions,
+  schema versions and migrations, rows in and out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from dqrelease.errors import BudgetRefusedError, ConfigInvalidError, LedgerError, LedgerLockedError
+from dqrelease.ledger import store
+from dqrelease.ledger.composition import no_cap_message, refusal_message, refusals
+from dqrelease.ledger.records import (
+    Amount,
+    Cap,
+    Charge,
+    ChargeReceipt,
+    DatasetBudget,
+    Remaining,
+    Spent,
+    cap_amounts,
+    charge_amounts,
+)
+from dqrelease.ledger.store import DEFAULT_LOCK_TIMEOUT, SCHEMA_VERSION
+
+__all__ = [
+    "ACCOUNTING_MODES",
+    "DEFAULT_LOCK_TIMEOUT",
+    "SCHEMA_VERSION",
+    "Amount",
+    "Cap",
+    "Charge",
+    "ChargeReceipt",
+    "DatasetBudget",
+    "Ledger",
+    "LedgerError",
+    "LedgerLockedError",
+    "Remaining",
+    "Spent",
+]
+
+ACCOUNTING_MODES = ("paper", "tight")
+"""Accounting modes a charge may record (see :mod:`dq_engine.privacy.accounting`)."""
+
+_DATASET_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class Ledger:
+    """Caps and charges of every dataset in one DuckDB file (opened per operation, never held open).
+
+    Args:
+        path: The DuckDB file; created (with its parent directory) on first use.
+        lock_timeout: Seconds to keep retrying while another process holds the file (0: try once).
+    """
+
+    def __init__(self, path: Path | str, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
+        if not (lock_timeout >= 0 and math.isfinite(lock_timeout)):
+            raise ConfigInvalidError(f"lock_timeout ({lock_timeout}) must be finite and >= 0")
+        self.path = Path(path)
+        self.lock_timeout = float(lock_timeout)
+        self._file = store.LedgerFile(self.path, self.lock_timeout)
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r}, lock_timeout={self.lock_timeout:g})"
+
+    # ------------------------------------------------------------------ caps
+    def set_cap(self, dataset_id: str, *, epsilon: Amount, delta: Amount, rho: Amount | None = None) -> Cap:
+        """Create or change the dataset's cap (appends a cap row; earlier caps stay in the history).
+
+        A cap below what was already spent is allowed; every later charge is then refused until it is raised.
+
+        Raises:
+            ConfigInvalidError: If an amount is negative or not finite, or δ >= 1, or the id is invalid.
+        """
+        _check_dataset_id(dataset_id)
+        amounts = cap_amounts(epsilon, delta, rho)
+        with self._file.transaction() as con:
+            current = store.current_caps(con, dataset_id)
+            return store.insert_cap(con, dataset_id, amounts, seq=current[0].seq + 1 if current else 1)
+
+    def ensure_cap(self, dataset_id: str, *, epsilon: Amount, delta: Amount, rho: Amount | None = None) -> Cap:
+        """Create the dataset's cap if it has none; an existing cap is returned unchanged.
+
+        Raises:
+            ConfigInvalidError: If an amount is invalid (checked even when the cap exists).
+        """
+        _check_dataset_id(dataset_id)
+        amounts = cap_amounts(epsilon, delta, rho)
+        with self._file.transaction() as con:
+            current = store.current_caps(con, dataset_id)
+            return current[0] if current else store.insert_cap(con, dataset_id, amounts, seq=1)
+
+    def cap(self, dataset_id: str) -> Cap | None:
+        """The dataset's current cap, or None."""
+        _check_dataset_id(dataset_id)
+        with self._file.connection() as con:
+            current = store.current_caps(con, dataset_id)
+        return current[0] if current else None
+
+    # ------------------------------------------------------------------ charges
+    def charge(
+        self,
+        dataset_id: str,
+        *,
+        epsilon: Amount,
+        delta: Amount,
+        rho: Amount | None,
+        mode: str,
+        mechanism: str,
+        config_hash: str,
+        run_id: str,
+        note: str = "",
+    ) -> ChargeReceipt:
+        """Commit a charge if it fits the dataset's cap (one transaction); otherwise refuse it.
+
+        Every call that returns charges: a retried run that calls again pays again (the ledger never
+        deduplicates by run id, so one charge can never cover two executions of a mechanism).
+
+        Args:
+            dataset_id: Dataset to charge.
+            epsilon: ε of the run (a float is taken at its exact binary value).
+            delta: δ of the run.
+            rho: zCDP ρ of the run, or None when its analysis has none.
+            mode: Accounting mode of the amounts, ``"paper"`` or ``"tight"``.
+            mechanism: Mechanism name.
+            config_hash: Hash of the release config.
+            run_id: Run identifier.
+            note: Public note; must not contain private data.
+
+        Returns:
+            The receipt: the committed charge and the budget remaining after it.
+
+        Raises:
+            BudgetRefusedError: If the dataset has no cap or the charge does not fit (nothing is written).
+            ConfigInvalidError: If an amount or a text field is invalid.
+            LedgerLockedError: If the file stayed locked for ``lock_timeout`` seconds.
+        """
+        _check_dataset_id(dataset_id)
+        request = charge_amounts(epsilon, delta, rho)
+        if mode not in ACCOUNTING_MODES:
+            raise ConfigInvalidError(f"accounting mode {mode!r} must be one of {', '.join(ACCOUNTING_MODES)}")
+        for name, value in (("mechanism", mechanism), ("config_hash", config_hash), ("run_id", run_id)):
+            if not isinstance(value, str) or not value:
+                raise ConfigInvalidError(f"{name} of a charge must be a non-empty string")
+        if not isinstance(note, str):
+            raise ConfigInvalidError("note of a charge must be a string")
+        with self._file.transaction() as con:
+            current = store.current_caps(con, dataset_id)
+            if not current:
+                raise BudgetRefusedError(no_cap_message(dataset_id, self.path))
+            cap = current[0]
+            history = store.charges(con, dataset_id)
+            spent = Spent.of(dataset_id, history)
+            reasons = refusals(cap, spent, *request)
+            if reasons:
+                raise BudgetRefusedError(refusal_message(cap, spent, request, reasons, self.path))
+            charge = Charge(
+                dataset_id=dataset_id, seq=history[-1].seq + 1 if history else 1, run_id=run_id,
+                charged_at=store.utc_now(), config_hash=config_hash, mechanism=mechanism, mode=mode,
+                epsilon=request[0], delta=request[1], rho=request[2], note=note,
+            )
+            store.insert_charge(con, charge)
+        after = Spent.of(dataset_id, [*history, charge])
+        return ChargeReceipt(charge=charge, cap=cap, spent=after, remaining=Remaining.of(cap, after))
+
+    # ------------------------------------------------------------------ reading
+    def spent(self, dataset_id: str) -> Spent:
+        """Exact totals of the dataset's charges (zero for an unknown dataset)."""
+        _check_dataset_id(dataset_id)
+        with self._file.connection() as con:
+            return Spent.of(dataset_id, store.charges(con, dataset_id))
+
+    def budgets(self, dataset_id: str | None = None) -> list[DatasetBudget]:
+        """Cap, totals, remaining budget and charges of one dataset or of all (empty list if unknown)."""
+        if dataset_id is not None:
+            _check_dataset_id(dataset_id)
+        with self._file.connection(reading=True) as con:
+            caps = {cap.dataset_id: cap for cap in store.current_caps(con, dataset_id)}
+            charges = store.charges(con, dataset_id)
+        result = []
+        for known in sorted(set(caps) | {charge.dataset_id for charge in charges}):
+            own = tuple(charge for charge in charges if charge.dataset_id == known)
+            cap, spent = caps.get(known), Spent.of(known, own)
+            remaining = None if cap is None else Remaining.of(cap, spent)
+            result.append(DatasetBudget(dataset_id=known, cap=cap, spent=spent, remaining=remaining, charges=own))
+        return result
+
+    def show(self, dataset_id: str | None = None) -> list[dict[str, Any]]:
+        """JSON-friendly :meth:`budgets`: caps, totals, remaining and charges (``budget show --json``)."""
+        return [budget.as_dict() for budget in self.budgets(dataset_id)]
+
+
+def _check_dataset_id(dataset_id: str) -> None:
+    if not isinstance(dataset_id, str) or not _DATASET_ID.match(dataset_id):
+        raise ConfigInvalidError(
+            f"dataset id {dataset_id!r} must be non-empty and use only letters, digits, '_', '.' and '-'"
+        )

@@ -1,0 +1,151 @@
+"""Permission to run a mechanism on private data: a committed ledger charge, or a checked replay.
+
+The pipeline's mechanism task (:func:`dqrelease.tasks.synthesize.synthesize`) takes a :class:`MechanismGrant`
+instead of a plan and runs the plan the grant holds, so no composition of the package's flows and tasks runs a
+mechanism without one. Grants are issued only here:
+
+* :func:`grant_after_charge`, after the ledger committed this run's charge. It re-derives the plan from the
+  config and the public workload (a hand-made plan whose stated cost does not belong to its parameters is
+  refused), and it finds the charge in the ledger file itself (a hand-made receipt is refused): same run, dataset,
+  mechanism, accounting mode and config, amounts at least the plan's cost.
+* :func:`grant_for_replay`, for a replay whose manifest passed :func:`dqrelease.outputs.replay.prepare_replay`, when the
+  replay's plan is the plan the manifest recorded. It charges nothing: the release already paid for this output.
+
+The noisy record count (``privacy.n = "noisy"``) charges inside its own task before it draws
+(:mod:`dqrelease.tasks.privacy`); its replay takes a :class:`~dqrelease.outputs.replay.ReplayTarget`.
+
+These checks stop mistakes and shortcuts through the package's API (a flow, a task, the CLI). They are not a
+sandbox: code that forges these objects on purpose could as well read the data file itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Literal
+
+from dqrelease.errors import ReplayRefusedError, UnchargedRunError
+from dqrelease.inputs.config import ReleaseConfig, config_hash
+from dqrelease.ledger import Charge, Ledger
+from dqrelease.mechanisms import ReleasePlan
+from dqrelease.outputs.manifest import plan_fingerprint
+from dqrelease.outputs.replay import ReplayTarget
+
+if TYPE_CHECKING:
+    from dq_engine import Workload
+
+__all__ = ["MechanismGrant", "grant_after_charge", "grant_for_replay", "granted_plan"]
+
+_ISSUER = object()  # only the two functions below make a MechanismGrant
+
+
+@dataclass(frozen=True, kw_only=True)
+class MechanismGrant:
+    """Permission to run one plan once, in one run (made only by this module's functions).
+
+    Attributes:
+        plan: The plan the mechanism task runs.
+        run_id: The run the grant belongs to.
+        basis: ``"ledger charge"`` or ``"replay"``.
+        reference: The ledger charge (``dataset_id#seq``) or the replayed manifest's path.
+    """
+
+    plan: ReleasePlan
+    run_id: str
+    basis: Literal["ledger charge", "replay"]
+    reference: str
+    _issuer: object = field(repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._issuer is not _ISSUER:
+            raise UnchargedRunError(
+                "a MechanismGrant is issued only by dqrelease.ledger.grants.grant_after_charge (after a ledger charge) "
+                "or "
+                "grant_for_replay (for a checked replay); run a release with dqrelease.flows.release.release"
+            )
+
+
+def grant_after_charge(
+    *, config: ReleaseConfig, plan: ReleasePlan, workload: Workload, receipt: dict[str, Any], run_id: str
+) -> MechanismGrant:
+    """Grant a run of ``plan`` after its charge was committed to the ledger.
+
+    Args:
+        config: The release config (its ledger, dataset id and hash).
+        plan: The plan to run.
+        workload: The public workload the plan was made for.
+        receipt: The charge receipt (``ChargeReceipt.as_dict()``) returned by the ledger.
+        run_id: The run.
+
+    Raises:
+        UnchargedRunError: The plan is not the one the config gives, or the ledger holds no matching charge.
+    """
+    from dqrelease.plan import plan_release
+
+    declared = config.privacy.n
+    if declared != "noisy" and plan.n != declared:
+        raise UnchargedRunError("the plan's n is not the config's declared privacy.n; plan with the config's n")
+    if plan_fingerprint(plan_release(config, n=plan.n, workload=workload).as_dict()) != plan_fingerprint(
+        plan.as_dict()
+    ):
+        raise UnchargedRunError(
+            "the plan is not the one the config gives for its n and workload (parameters or cost differ); "
+            "plan with dqrelease.plan.plan_release"
+        )
+    dataset_id = config.ledger.dataset_id
+    expected = {"run_id": run_id, "dataset_id": dataset_id, "config_hash": config_hash(config)}
+    if any(receipt.get(key) != value for key, value in expected.items()):
+        raise UnchargedRunError("the charge receipt is of another run, dataset or config; charge this run's plan")
+    budgets = Ledger(config.ledger.path).budgets(dataset_id)
+    charges = [c for b in budgets for c in b.charges if c.seq == receipt.get("seq") and c.run_id == run_id]
+    cost = plan.charged
+    if not charges or not _covers(charges[0], plan, cost.epsilon, cost.delta, cost.rho, config_hash(config)):
+        raise UnchargedRunError(
+            f"the ledger {config.ledger.path} holds no charge of run {run_id} covering this plan's cost; "
+            "a mechanism runs only after its charge is committed"
+        )
+    return MechanismGrant(
+        plan=plan, run_id=run_id, basis="ledger charge", reference=f"{dataset_id}#{charges[0].seq}", _issuer=_ISSUER
+    )
+
+
+def grant_for_replay(*, target: ReplayTarget, plan: ReleasePlan, run_id: str) -> MechanismGrant:
+    """Grant an uncharged replay of ``plan``: the manifest was checked and recorded exactly this plan.
+
+    Raises:
+        UnchargedRunError: ``target`` is not a checked replay.
+        ReplayRefusedError: The plan differs from the manifest's (the replay stops before the mechanism runs).
+    """
+    if not isinstance(target, ReplayTarget):
+        raise UnchargedRunError("a replay needs the ReplayTarget of dqrelease.outputs.replay.prepare_replay(manifest)")
+    if plan_fingerprint(plan.as_dict()) != plan_fingerprint(target.recorded_plan):
+        raise ReplayRefusedError(
+            "replay stopped before the mechanism ran: its plan (parameters, n or cost) differs from the one the "
+            "manifest recorded"
+        )
+    return MechanismGrant(
+        plan=plan, run_id=run_id, basis="replay", reference=str(target.manifest_path), _issuer=_ISSUER
+    )
+
+
+def granted_plan(grant: MechanismGrant) -> ReleasePlan:
+    """The plan a grant allows to run.
+
+    Raises:
+        UnchargedRunError: ``grant`` is not a :class:`MechanismGrant` (e.g. a bare plan).
+    """
+    if not isinstance(grant, MechanismGrant):
+        raise UnchargedRunError(
+            f"the mechanism task needs a MechanismGrant, not {type(grant).__name__}: a mechanism runs on private "
+            "data only after a ledger charge (grant_after_charge) or for a checked replay (grant_for_replay)"
+        )
+    return grant.plan
+
+
+def _covers(charge: Charge, plan: ReleasePlan, epsilon: float, delta: float, rho: float | None, hashed: str) -> bool:
+    """Whether a committed ledger charge pays for ``plan``'s cost (amounts compared exactly)."""
+    if (charge.mechanism, charge.mode, charge.config_hash) != (plan.mechanism, plan.mode, hashed):
+        return False
+    if charge.epsilon < Fraction(epsilon) or charge.delta < Fraction(delta):
+        return False
+    return rho is None or (charge.rho is not None and charge.rho >= Fraction(rho))

@@ -1,0 +1,149 @@
+"""Plan or run a registered mechanism by name, and the advice a refused plan gives.
+
+:func:`plan_mechanism` and :func:`run_mechanism` are what ``dqrelease plan`` and ``dqrelease run`` (through the
+grant of :mod:`dqrelease.ledger.grants`) call. A refusal -- a mechanism that cannot keep the schema's rules, a domain
+too large for it, a forecast no better than publishing zeros or uniform data (:func:`check_utility`) -- names what
+would pass through :func:`recommendation`: a mechanism and an ε whose forecast passes (:func:`passing_alternative`:
+the smallest ε of :data:`~dqrelease.mechanisms.utility.EPSILON_GRID` at or above the configured one at which a
+registered mechanism, tried in :func:`~dqrelease.mechanisms.choice.preference` order, passes). So no refusal
+recommends a mechanism that the forecast would refuse in turn. Planning and advising call each other (an advice
+plans candidates; a candidate's refusal asks for advice), so they live in one module.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+from typing import Any
+
+from dq_engine.errors import DQEngineError
+from dqrelease.errors import ConfigInvalidError, ReleaseError
+from dqrelease.mechanisms.base import MechanismKeys, PlanInputs, ReleasePlan, RunInputs
+from dqrelease.mechanisms.choice import preference
+from dqrelease.mechanisms.fit import plan_with_fit, run_fit
+from dqrelease.mechanisms.registry import MECHANISMS, mechanism
+from dqrelease.mechanisms.utility import (
+    ACCEPT_FLAG,
+    EPSILON_GRID,
+    Alternative,
+    assess_plan,
+    fit_passes,
+    forecast_shape,
+    plan_epsilon,
+)
+
+__all__ = ["check_utility", "passing_alternative", "plan_mechanism", "recommendation", "run_mechanism"]
+
+_SEARCHING: contextvars.ContextVar[bool] = contextvars.ContextVar("dqrelease_alternative_search", default=False)
+"""True while :func:`passing_alternative` plans candidates: their own refusals then do not search again."""
+
+
+def plan_mechanism(keys: MechanismKeys, inputs: PlanInputs) -> ReleasePlan:
+    """Plan ``keys.name`` from public quantities only (engine errors propagate; callers name the section).
+
+    Raises:
+        ConfigInvalidError: The schema has rules and the mechanism cannot enforce them (names those that can).
+    """
+    chosen = mechanism(keys.name)
+    constraints = inputs.constraints if inputs.constraints is not None and len(inputs.constraints) else None
+    if constraints is not None and not chosen.enforces_constraints:
+        raise ConfigInvalidError(
+            f"mechanism {chosen.name!r} cannot keep the schema's rules ({', '.join(constraints.rule_names)}): it "
+            f"would publish records that break them; use {recommendation(inputs, exclude=(chosen.name,))}, or "
+            "remove the rules"
+        )
+    fit = getattr(keys, "fit", None)
+    planned = plan_with_fit(chosen.plan, keys, inputs) if fit is not None and fit.enabled else chosen.plan(keys, inputs)
+    return dataclasses.replace(planned, constraints=constraints)
+
+
+def run_mechanism(plan: ReleasePlan, inputs: RunInputs) -> Any:
+    """Run the mechanism a plan describes on the private data; returns its ``SynthesisResult``.
+
+    The plan's public rules reach the engine through :attr:`RunInputs.constraints` (unless the inputs carry them).
+    """
+    if inputs.constraints is None and plan.constraints is not None:
+        inputs = dataclasses.replace(inputs, constraints=plan.constraints)
+    return run_fit(plan, inputs, mechanism(plan.mechanism).run(plan, inputs))
+
+
+def passing_alternative(
+    inputs: PlanInputs, *, rows: int | None = None, exclude: tuple[str, ...] = ()
+) -> Alternative | None:
+    """The first (mechanism, ε) whose forecast passes, with the mechanism's default keys.
+
+    ε runs from the configured one up :data:`EPSILON_GRID`; at each, the mechanisms are tried in
+    :func:`~dqrelease.mechanisms.choice.preference` order (those that cannot plan are skipped).
+
+    Returns None when nothing passes up to the grid's end, or when called from a plan inside this search.
+    """
+    if _SEARCHING.get() or inputs.public.epsilon is None:
+        return None
+    configured = float(inputs.public.epsilon)
+    epsilons = [configured, *(e for e in EPSILON_GRID if e > configured)]
+    shape = forecast_shape(inputs, rows=rows)
+    names = [name for name in preference(inputs) if name not in exclude]
+    token = _SEARCHING.set(True)
+    try:
+        for epsilon in epsilons:
+            trial = dataclasses.replace(inputs, public=dataclasses.replace(inputs.public, epsilon=epsilon))
+            fitted_passes = fit_passes(trial, shape)
+            for name in names:
+                if fitted_passes is False and _fitted_by_default(MECHANISMS[name]):
+                    continue  # its forecast is the table fit's, which fails here: no need to plan it
+                try:
+                    plan = plan_mechanism(MECHANISMS[name].keys(), trial)
+                except (DQEngineError, ReleaseError, ValueError):
+                    continue
+                verdict = assess_plan(plan, shape)
+                if verdict is not None and verdict.passes:
+                    return Alternative(mechanism=name, epsilon=epsilon, verdict=verdict)
+    finally:
+        _SEARCHING.reset(token)
+    return None
+
+
+def _fitted_by_default(entry) -> bool:
+    """Whether the mechanism publishes table-fitted records with its default keys (its forecast is the fit's)."""
+    fit = getattr(entry.keys(), "fit", None)
+    return fit is not None and fit.enabled
+
+
+def recommendation(inputs: PlanInputs, *, exclude: tuple[str, ...] = (), epsilon_offset: float = 0.0) -> str:
+    """The refusal's advice: a mechanism and ε whose forecast passes, or why none is named.
+
+    Args:
+        inputs: The refused plan's public inputs.
+        exclude: Mechanisms not to recommend (the refused one).
+        epsilon_offset: Added to the mechanism's ε to give ``privacy.epsilon`` (the noisy count's share).
+    """
+    if _SEARCHING.get():
+        return "another mechanism"
+    found = passing_alternative(inputs, exclude=exclude)
+    if found is None:
+        return ("no registered mechanism whose forecast beats publishing zeros or uniform data up to privacy.epsilon "
+                f"= {EPSILON_GRID[-1]:g} (drop or coarsen columns, or publish more records)")
+    figures = found.verdict.forecast
+    return (
+        f"mechanism.name = '{found.mechanism}' (default keys) with privacy.epsilon = "
+        f"{found.epsilon + epsilon_offset:.4g} (forecast: "
+        f"worst one-way cell {figures.worst_one_way_cell.value:.3g}, workload max {figures.workload_max.value:.3g})"
+    )
+
+
+def check_utility(
+    plan: ReleasePlan, inputs: PlanInputs, *, rows: int | None = None, epsilon_offset: float = 0.0
+) -> None:
+    """Refuse ``plan`` when its forecast is no better than zeros or uniform (one line, names a passing choice).
+
+    Raises:
+        ConfigInvalidError: With the failing figures and :func:`recommendation` of a passing alternative.
+    """
+    verdict = assess_plan(plan, forecast_shape(inputs, rows=rows))
+    if verdict is None or verdict.passes:
+        return
+    advice = recommendation(inputs, epsilon_offset=epsilon_offset)
+    raise ConfigInvalidError(
+        f"low utility: the forecast of {verdict.forecast.label} at epsilon = {plan_epsilon(inputs):.4g}: "
+        f"{'; '.join(verdict.failures)}; use {advice}, or rerun with {ACCEPT_FLAG} to publish it anyway"
+    )

@@ -1,0 +1,98 @@
+"""Decode synthetic value codes back to the schema's columns (the published representation).
+
+Per column, in schema order:
+
+* categorical: the declared value of the code (a ``missing`` value is published as its declared value),
+  pandas ``string`` dtype;
+* binary: 0 / 1, ``int8``;
+* numeric with ``numeric_values = "bucket_label"``: the bucket label ``"[lo, hi)"``, ``string`` dtype;
+* numeric with ``numeric_values = "uniform"``: a value drawn uniformly inside the bucket ``[lo, hi)``:
+  integer columns get integers ``lo .. hi-1`` (``Int64``), float columns floats in ``[lo, hi)``
+  (``Float64``).
+
+The missing bucket decodes to NULL in both modes. Values drawn uniformly depend only on the codes and the
+passed generator, so decoding adds no privacy cost (post-processing) and is reproducible from a seed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from dqrelease.inputs.columns import BinaryColumn, CategoricalColumn, NumericColumn
+from dqrelease.inputs.schema import Schema
+
+__all__ = ["decode_records"]
+
+
+def decode_records(
+    codes: np.ndarray,
+    schema: Schema,
+    *,
+    numeric_values: Literal["bucket_label", "uniform"],
+    rng: np.random.Generator,
+) -> pd.DataFrame:
+    """Turn value codes ``(r, m)`` into a table with the schema's columns.
+
+    Args:
+        codes: Integer codes, one row per record and one column per schema column, ``codes[:, j]`` in
+            ``0 .. size_j - 1`` (the domain of :func:`dqrelease.inputs.encoding.domain_from_columns`).
+        schema: The public schema.
+        numeric_values: ``"bucket_label"`` or ``"uniform"`` (see the module docstring).
+        rng: Generator for the uniform draws (unused for bucket labels).
+
+    Returns:
+        A DataFrame with the schema's column names, in order, and ``r`` rows.
+
+    Raises:
+        ValueError: If ``codes`` has the wrong shape or a code outside its column's range.
+    """
+    codes = np.asarray(codes)
+    m = len(schema.columns)
+    if codes.ndim != 2 or codes.shape[1] != m:
+        raise ValueError(f"codes must have shape (r, {m}), one column per schema column; got {codes.shape}")
+    columns: dict[str, pd.api.extensions.ExtensionArray | np.ndarray] = {}
+    for j, column in enumerate(schema.columns):
+        code = codes[:, j].astype(np.int64)
+        if code.size and (code.min() < 0 or code.max() >= column.size):
+            raise ValueError(f"codes of column {column.name!r} must lie in 0..{column.size - 1}")
+        if isinstance(column, CategoricalColumn):
+            columns[column.name] = _labels(column.values, code)
+        elif isinstance(column, BinaryColumn):
+            columns[column.name] = code.astype(np.int8)
+        elif numeric_values == "bucket_label":
+            columns[column.name] = _labels(column.labels[: len(column.edges) - 1], code, missing=len(column.edges) - 1)
+        else:
+            columns[column.name] = _uniform(column, code, rng)
+    return pd.DataFrame(columns)
+
+
+def _labels(labels: list[str], code: np.ndarray, *, missing: int | None = None) -> pd.api.extensions.ExtensionArray:
+    """Labels of the codes as a ``string`` array; the code ``missing`` (the missing bucket) becomes NA."""
+    table = np.asarray([*labels, None], dtype=object)
+    if missing is not None:
+        code = np.where(code == missing, len(labels), code)
+    return pd.array(table[code], dtype="string")
+
+
+def _uniform(column: NumericColumn, code: np.ndarray, rng: np.random.Generator) -> pd.api.extensions.ExtensionArray:
+    """A value drawn uniformly inside each code's bucket ``[lo, hi)``; the missing bucket becomes NA."""
+    buckets = len(column.edges) - 1
+    edges = np.asarray(column.edges, dtype=float)
+    missing = code >= buckets
+    bucket = np.where(missing, 0, code)
+    lo, hi = edges[bucket], edges[bucket + 1]
+    if column.type == "integer":
+        low = np.ceil(lo).astype(np.int64)
+        high = np.ceil(hi).astype(np.int64)  # integers in [lo, hi) are ceil(lo) .. ceil(hi) - 1
+        empty = sorted({f"[{a}, {b})" for a, b, e in zip(lo, hi, high <= low, strict=True) if e})
+        if empty:
+            raise ValueError(f"column {column.name!r}: bucket(s) {empty} hold no integer; use whole-number edges")
+        values = rng.integers(low, high)
+        return pd.arrays.IntegerArray(values.astype(np.int64), missing)
+    values = lo + (hi - lo) * rng.random(code.shape[0])
+    values = np.minimum(values, np.nextafter(hi, -math.inf))  # rounding must never reach hi
+    return pd.arrays.FloatingArray(values.astype(np.float64), missing)

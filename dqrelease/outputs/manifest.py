@@ -1,0 +1,191 @@
+"""The run manifest: everything an auditor needs to re-run a release and check its bytes.
+
+Two views are written:
+
+* ``internal/<run_id>/manifest.json`` (audit record, internal): config and its hash, hashes of the input
+  files (every file the ingest reads, glob patterns expanded) and of the schema, package versions, a hash
+  of the code, git commit, privacy events and totals in both accounting modes, the ledger charge, solver
+  settings, output file hashes, and the path of the restricted seed file (never the seed itself).
+  A replay (:mod:`dqrelease.outputs.replay`) refuses to run unless the config, schema, inputs, code and package
+  versions still have these hashes and versions.
+* ``releases/<run_id>/release.json`` (public): the same minus the input-file hashes, with every local path
+  written relative to the release directory (no absolute path of the operator's machine). A hash of the private
+  input is a deterministic function of the data; with all but one record known it would confirm a guess of
+  the last one, so it never leaves the internal directory.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from dqrelease.inputs.config import ReleaseConfig, config_hash, file_sha256
+
+__all__ = [
+    "CODE_PACKAGES",
+    "PACKAGES",
+    "build_manifest",
+    "code_sha256",
+    "git_commit",
+    "input_files",
+    "input_hashes",
+    "package_versions",
+    "plan_fingerprint",
+    "write_json",
+]
+
+PACKAGES = (
+    "dqrelease", "numpy", "pandas", "scipy", "ortools", "opendp", "duckdb", "pyarrow", "great_expectations",
+    "prefect", "pydantic", "matplotlib",
+)
+
+CODE_PACKAGES = (
+    "dq_engine", "dqrelease", "dqrelease.expectations", "dqrelease.flows", "dqrelease.sql", "dqrelease.tasks",
+)
+"""Packages whose source files (``.py``, ``.sql``) make up :func:`code_sha256`."""
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of the packages that shape a release."""
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def git_commit(start: Path) -> str | None:
+    """The git commit of the code, if it runs from a git checkout."""
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=start, capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+@functools.cache
+def code_sha256() -> str:
+    """SHA-256 of the source files of :data:`CODE_PACKAGES`, each named by its package path.
+
+    The same code gives the same hash wherever it is installed (editable checkout or wheel). Computed once
+    per process: it describes the code this process loaded, even if the files change later.
+    """
+    files: dict[str, Path] = {}
+    for package in CODE_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        for root in (spec.submodule_search_locations or []) if spec is not None else []:
+            for path in Path(root).rglob("*"):
+                if path.suffix in (".py", ".sql") and "__pycache__" not in path.parts and path.is_file():
+                    files.setdefault(f"{package.replace('.', '/')}/{path.relative_to(root).as_posix()}", path)
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(f"{name}\0{file_sha256(files[name])}\n".encode())
+    return digest.hexdigest()
+
+
+def input_files(config: ReleaseConfig) -> list[Path]:
+    """Every file the ingest reads: ``source.paths`` with glob patterns expanded (sorted), and ``source.database``.
+
+    A path that names no existing file is left out (the ingest refuses it before reading anything).
+    """
+    files: list[Path] = []
+    for path in config.source.paths:
+        text = str(path)
+        matches = sorted(glob.glob(text, recursive=True)) if glob.has_magic(text) else [text]
+        files.extend(Path(match) for match in matches if Path(match).is_file())
+    if config.source.database is not None and Path(config.source.database).is_file():
+        files.append(Path(config.source.database))
+    return files
+
+
+def input_hashes(config: ReleaseConfig) -> dict[str, str]:
+    """SHA-256 of every input file, by path (internal: see the module docstring)."""
+    return {str(path): file_sha256(path) for path in input_files(config)}
+
+
+def build_manifest(
+    *,
+    config: ReleaseConfig,
+    config_path: Path,
+    run_id: str,
+    started: str,
+    finished: str,
+    plan: dict[str, Any],
+    charges: list[dict[str, Any]],
+    outputs: dict[str, dict[str, str]],
+    rows: int,
+    seed_file: str | None,
+    public: bool,
+    release_dir: Path | None = None,
+) -> dict[str, Any]:
+    """The manifest as a dict.
+
+    ``public=True`` drops the input-file hashes and the seed-file path, and writes every local path (the
+    config file, and the schema, source, ledger and output paths in the config) relative to ``release_dir``,
+    the published directory that holds ``release.json``: the public file names no absolute local path. The
+    internal manifest keeps absolute paths (``verify`` reads them).
+    """
+    manifest: dict[str, Any] = {
+        "run_id": run_id,
+        "release": config.name,
+        "started": started,
+        "finished": finished,
+        "config_path": str(config_path),
+        "config_sha256": config_hash(config),
+        "config": json.loads(config.model_dump_json(exclude={"run": {"seed"}})),
+        "schema_sha256": file_sha256(config.schema_file),
+        "packages": package_versions(),
+        "code_sha256": code_sha256(),
+        "git_commit": git_commit(Path(__file__).parent),
+        "privacy": plan,
+        "ledger_charges": charges,
+        "outputs": outputs,
+        "rows_published": rows,
+        "seeded": config.run.seed_mode == "seeded",
+    }
+    if not public:
+        manifest["input_sha256"] = input_hashes(config)
+        manifest["seed_file"] = seed_file
+        return manifest
+    if release_dir is None:
+        raise ValueError("a public manifest needs release_dir: its paths are written relative to it")
+    return _relative_paths(manifest, Path(release_dir))
+
+
+def _relative_paths(value: Any, start: Path) -> Any:
+    """``value`` with every absolute path string (at any depth) rewritten relative to ``start``."""
+    if isinstance(value, dict):
+        return {key: _relative_paths(item, start) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_relative_paths(item, start) for item in value]
+    if isinstance(value, str) and Path(value).is_absolute():
+        try:
+            return Path(os.path.relpath(value, start)).as_posix()
+        except ValueError:  # another drive (Windows): no relative path exists; keep the name only
+            return Path(value).name
+    return value
+
+
+def plan_fingerprint(plan: dict[str, Any]) -> str:
+    """Canonical JSON of a plan's public dict, equal for ``ReleasePlan.as_dict()`` and its manifest record."""
+    return json.dumps(plan, default=str, sort_keys=True)
+
+
+def write_json(data: dict[str, Any], path: Path) -> Path:
+    """Write pretty JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    return path
