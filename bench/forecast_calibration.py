@@ -38,7 +38,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from scale_common import machine
 
-from dq_engine import Dataset, Domain, answer_workload, forecast, make_rng
+from dq_engine import Dataset, Domain, answer_workload, make_rng
+from dq_engine.evaluation import forecast
 from dq_engine.evaluation.fidelity import evaluate_rows, fidelity_reference
 from dq_engine.privacy.public import PublicQuantities
 from dqrelease.inputs.config import default_workload
