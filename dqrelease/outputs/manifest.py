@@ -32,8 +32,10 @@ from dqrelease.inputs.config import ReleaseConfig, config_hash, file_sha256
 
 __all__ = [
     "CODE_PACKAGES",
+    "CODE_SUFFIXES",
     "PACKAGES",
     "build_manifest",
+    "code_files",
     "code_sha256",
     "git_commit",
     "input_files",
@@ -51,7 +53,11 @@ PACKAGES = (
 CODE_PACKAGES = (
     "dq_engine", "dqrelease", "dqrelease.expectations", "dqrelease.flows", "dqrelease.sql", "dqrelease.tasks",
 )
-"""Packages whose source files (``.py``, ``.sql``) make up :func:`code_sha256`."""
+"""Packages whose source files (:data:`CODE_SUFFIXES`) make up :func:`code_sha256`."""
+
+CODE_SUFFIXES = (".py", ".sql", ".j2")
+"""The source files of :data:`CODE_PACKAGES` that make up :func:`code_sha256`: modules, SQL models and the error
+report's templates (:mod:`dqrelease.outputs.report.render`)."""
 
 
 def package_versions() -> dict[str, str]:
@@ -76,6 +82,18 @@ def git_commit(start: Path) -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
+def code_files() -> dict[str, Path]:
+    """The files :func:`code_sha256` hashes (:data:`CODE_SUFFIXES` in :data:`CODE_PACKAGES`), by package path."""
+    files: dict[str, Path] = {}
+    for package in CODE_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        for root in (spec.submodule_search_locations or []) if spec is not None else []:
+            for path in Path(root).rglob("*"):
+                if path.suffix in CODE_SUFFIXES and "__pycache__" not in path.parts and path.is_file():
+                    files.setdefault(f"{package.replace('.', '/')}/{path.relative_to(root).as_posix()}", path)
+    return files
+
+
 @functools.cache
 def code_sha256() -> str:
     """SHA-256 of the source files of :data:`CODE_PACKAGES`, each named by its package path.
@@ -83,13 +101,7 @@ def code_sha256() -> str:
     The same code gives the same hash wherever it is installed (editable checkout or wheel). Computed once
     per process: it describes the code this process loaded, even if the files change later.
     """
-    files: dict[str, Path] = {}
-    for package in CODE_PACKAGES:
-        spec = importlib.util.find_spec(package)
-        for root in (spec.submodule_search_locations or []) if spec is not None else []:
-            for path in Path(root).rglob("*"):
-                if path.suffix in (".py", ".sql") and "__pycache__" not in path.parts and path.is_file():
-                    files.setdefault(f"{package.replace('.', '/')}/{path.relative_to(root).as_posix()}", path)
+    files = code_files()
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(f"{name}\0{file_sha256(files[name])}\n".encode())

@@ -1,0 +1,375 @@
+"""The error report's numbers: the dict written as ``error_report.json``, computed on the true private data.
+
+:func:`build_error_report` computes every figure the report shows (the pages, :mod:`.render`, and the charts,
+:mod:`.charts`, read this dict and compute nothing more): the summary with its plain-language warnings, the
+fidelity evaluation (:mod:`dq_engine.evaluation.fidelity`) of the published rows, of the mechanism's synthetic
+distribution and of the baselines at the same budget, per column, per pair and per workload part, the worst
+cells and marginals, error versus round, the oracle's solver statistics and the privacy spent.
+
+The release's workload answers are those of its synthetic distribution, except for randomized response: its
+published rows are the randomized records, whose raw answers are biased towards the uniform distribution, so
+its answers are randomized response's unbiased estimator applied to them
+(:func:`~dq_engine.mechanisms.randomized_response.estimate_answers`). All answering goes through contingency
+tables (:class:`~dq_engine.data.marginal_tables.MarginalIndex`), never through the one-hot encoding.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from dq_engine import ComposedCost, Dataset, SynthesisResult, Workload, answer_workload, error_summary
+from dq_engine.data.answers import per_marginal_max_error
+from dq_engine.data.marginal_tables import MarginalIndex
+from dq_engine.evaluation.baselines import independent_gaussian_answers, independent_laplace_answers
+from dq_engine.evaluation.fidelity import (
+    Fidelity,
+    FidelityEvaluation,
+    FidelityReference,
+    SupportsFeasible,
+    evaluate_answers,
+    evaluate_baselines,
+    evaluate_rows,
+    fidelity_reference,
+    value_label,
+)
+from dq_engine.mechanisms.randomized_response import estimate_answers
+from dq_engine.privacy.public import largest_rho
+from dqrelease.outputs.report.formatting import fmt, pct
+
+__all__ = [
+    "INTERNAL_BANNER",
+    "build_error_report",
+    "gaussian_baseline_rho",
+    "release_answers",
+]
+
+INTERNAL_BANNER = (
+    "INTERNAL - NOT FOR RELEASE: this report is computed on the true private data and is not differentially private."
+)
+
+FEW_DISTINCT_SHARE = 0.1
+"""The summary warns when the published rows have fewer distinct rows than this share of the true table's
+distinct rows (of the published rows when the true table's are not counted, e.g. sparse binary data)."""
+
+DEFINITIONS = {
+    "synthetic": (
+        "the mechanism's output: its synthetic records (weighted when the mechanism gives weights), the "
+        "distribution the published rows are drawn from. For randomized response, the answers of seed 003's "
+        "unbiased estimator applied to the randomized records."
+    ),
+    "published rows": "the rows of the released synthetic table, as a user downloads them.",
+    "positive queries": (
+        "the workload's queries in their positive form, 'the share of records with these values'; a query's "
+        "negation (1 minus it) has the same error, so errors are reported once."
+    ),
+    "TVD": (
+        "total variation distance between two distributions of a column (or pair of columns): half the sum of the "
+        "absolute differences of their shares. It is the largest error of any question about that column (or "
+        "pair), e.g. 'what share of records has one of these values'."
+    ),
+    "worst cell": "the single value (or value pair) whose share is furthest from the truth.",
+    "workload": "the queries the mechanism was steered by ([workload] in the config); the headline covers them too.",
+    "baselines": (
+        "what simpler releases at the same budget achieve: zeros (every share 0), uniform (every value equally "
+        "likely), and independent Laplace or Gaussian noise added to each workload marginal (answers only, not "
+        "rows, so only their workload figures exist)."
+    ),
+}
+"""Plain-language definitions shown on the report's first screen."""
+
+
+# ---------------------------------------------------------------------- answers
+def release_answers(result: SynthesisResult, workload: Workload) -> tuple[np.ndarray, str]:
+    """The workload answers the release gives, and how they are computed (one line for the report)."""
+    if result.mechanism == "randomized_response":
+        return estimate_answers(result, workload), (
+            "Answers: seed 003's unbiased estimator (eq. 12) applied to the randomized records; the raw answers "
+            "of those records (the published rows) are biased towards the uniform distribution."
+        )
+    answers = MarginalIndex(workload).answers(result.records, result.weights)
+    return answers, "Answers: the workload answers of the synthetic records."
+
+
+def gaussian_baseline_rho(tight: ComposedCost, delta: float) -> float:
+    """ρ of the Gaussian baseline at the run's budget.
+
+    The run's own zCDP ρ when its tight cost is that ρ's (ε, δ) conversion; for a pure-ε cost (δ = 0, e.g.
+    randomized response) the largest ρ whose optimal conversion fits (ε, ``delta``), ``delta`` being the
+    mechanism's target δ (a Gaussian mechanism has no pure-ε guarantee).
+    """
+    if tight.delta > 0 and tight.rho:
+        return float(tight.rho)
+    return largest_rho(tight.epsilon, delta)
+
+
+# ---------------------------------------------------------------------- the report's numbers
+def _has_oracle(result: SynthesisResult) -> bool:
+    from dqrelease.mechanisms import MECHANISMS
+
+    entry = MECHANISMS.get(result.mechanism)
+    return entry.has_oracle if entry is not None else any(d.status != "NOT_RUN" for d in result.diagnostics)
+
+
+def _release_results(
+    reference: FidelityReference,
+    result: SynthesisResult,
+    published_codes: np.ndarray | None,
+    constraints: SupportsFeasible | None,
+) -> tuple[list[Fidelity], str]:
+    """The fidelity of the synthetic distribution and of the published rows, and the answers note."""
+    workload = reference.workload
+    results = []
+    if result.mechanism == "randomized_response":
+        estimates, note = release_answers(result, workload)
+        results.append(evaluate_answers(reference, estimates, label="synthetic"))
+    else:
+        note = "Answers: the workload answers of the synthetic records."
+        results.append(
+            evaluate_rows(reference, result.records, result.weights, label="synthetic", constraints=constraints)
+        )
+    if published_codes is not None:
+        results.append(evaluate_rows(reference, published_codes, label="published rows", constraints=constraints))
+    return results, note
+
+
+def _column_details(reference: FidelityReference, published: Fidelity, uniform: Fidelity) -> list[dict[str, Any]]:
+    domain = reference.marginals.domain
+    details = []
+    for j, attribute in enumerate(domain.attributes):
+        truth, ours = reference.tables[j], published.tables[j]
+        worst = int(published.one_way_worst_value[j])
+        details.append({
+            "column": attribute.name,
+            "tvd": float(published.one_way_tvd[j]),
+            "uniform_tvd": float(uniform.one_way_tvd[j]),
+            "worst_value": value_label(domain, j, worst),
+            "worst_error": float(published.one_way_worst_cell[j]),
+            "values": [value_label(domain, j, v) for v in range(attribute.size)],
+            "true": [float(x) for x in truth],
+            "published": [float(x) for x in ours],
+        })
+    return details
+
+
+def _worst_cells(columns: list[dict[str, Any]], count: int = 15) -> list[dict[str, Any]]:
+    cells = [
+        {"column": c["column"], "value": label, "true": t, "published": p, "error": abs(p - t)}
+        for c in columns
+        for label, t, p in zip(c["values"], c["true"], c["published"], strict=True)
+    ]
+    return sorted(cells, key=lambda cell: -cell["error"])[:count]
+
+
+def _pair_details(reference: FidelityReference, published: Fidelity) -> list[dict[str, Any]]:
+    marginals = reference.marginals
+    domain, index = marginals.domain, marginals.index
+    m = marginals.n_columns
+    details = []
+    for i, (a, b) in enumerate(marginals.pairs):
+        error = published.tables[m + i] - reference.tables[m + i]
+        cell = int(np.argmax(np.abs(error)))
+        size_b = int(index.n_cells[m + i] // domain.sizes[a])
+        details.append({
+            "columns": [domain.names[a], domain.names[b]],
+            "tvd": float(published.two_way_tvd[i]),
+            "worst_cell": [value_label(domain, int(a), cell // size_b), value_label(domain, int(b), cell % size_b)],
+            "worst_true": float(reference.tables[m + i][cell]),
+            "worst_published": float(published.tables[m + i][cell]),
+        })
+    return details
+
+
+def _parts(workload: Workload, truth: np.ndarray, answers: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    parts = [(p.description, p.positions, p.n_marginals) for p in workload.parts] or [
+        (workload.description, np.arange(len(workload)), workload.n_marginals)
+    ]
+    return [
+        {"part": description, "marginals": n_marginals, "queries": len(positions),
+         "errors": {label: error_summary(truth[positions], values[positions]) for label, values in answers.items()}}
+        for description, positions, n_marginals in parts
+    ]
+
+
+def _warnings(results: dict[str, Fidelity], published: Fidelity | None, true_distinct: int | None) -> list[str]:
+    """Plain-language warnings about the published rows (or the synthetic answers when nothing is published)."""
+    ours = published or results["synthetic"]
+    name = ours.label
+    notes = []
+    uniform = results["uniform"]
+    if ours.headline is not None and uniform.headline is not None and ours.headline >= uniform.headline:
+        notes.append(
+            f"The {name} are no better than uniform random data: headline {fmt(ours.headline)} against "
+            f"{fmt(uniform.headline)} for uniform."
+        )
+    mean = (ours.workload or {}).get("mean_error")
+    for trivial in ("zeros", "uniform"):
+        other = (results[trivial].workload or {}).get("mean_error")
+        if mean is not None and other is not None and mean >= other:
+            notes.append(
+                f"The {name}' mean workload error ({fmt(mean)}) is no better than publishing {trivial} "
+                f"({fmt(other)})."
+            )
+    expected = min(true_distinct, ours.rows) if true_distinct and ours.rows else ours.rows
+    if expected and ours.distinct_rows is not None and ours.distinct_rows < FEW_DISTINCT_SHARE * expected:
+        truth = f" (the true table has {true_distinct:,})" if true_distinct else ""
+        notes.append(
+            f"Only {ours.distinct_rows:,} distinct rows among {ours.rows:,} published rows{truth}: the most "
+            f"repeated row appears {ours.max_multiplicity:,} times. Analyses that count distinct records, fit "
+            "models or look at rare combinations will mislead."
+        )
+    best_noisy = min(
+        (r for label, r in results.items() if label.startswith("independent") and r.workload),
+        key=lambda r: r.workload["max_error"], default=None,
+    )
+    if best_noisy is not None and ours.workload and ours.workload["max_error"] > 2 * best_noisy.workload["max_error"]:
+        ratio = ours.workload["max_error"] / max(best_noisy.workload["max_error"], 1e-300)
+        notes.append(
+            f"Independent noisy marginals at the same budget ({best_noisy.label}) answer the workload "
+            f"{ratio:.1f} times more accurately (max error); they are answers, not synthetic rows."
+        )
+    if ours.constraint_violations:
+        notes.append(
+            f"{ours.constraint_violations:,} {name} ({pct(ours.constraint_violation_share)}) break a declared "
+            "constraint."
+        )
+    return notes
+
+
+def build_error_report(
+    *,
+    data: Dataset,
+    workload: Workload,
+    result: SynthesisResult,
+    costs: dict[str, ComposedCost],
+    published_codes: np.ndarray | None,
+    rng: np.random.Generator,
+    release_name: str,
+    run_id: str,
+    delta: float,
+    accounting: str = "tight",
+    constraints: SupportsFeasible | None = None,
+    true_answers: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """Compute the report's numbers (internal).
+
+    Args:
+        data: The private dataset.
+        workload: The workload.
+        result: The mechanism's output.
+        costs: The privacy cost charged for the mechanism, per accounting mode (the plan's).
+        published_codes: The expanded rows actually published (value codes), evaluated as well as the
+            synthetic distribution.
+        rng: Generator for the noisy baselines (their noise never leaves the report).
+        release_name: Public name of the release.
+        run_id: Run id.
+        delta: The mechanism's target δ (sizes the Gaussian baseline when the cost is pure ε).
+        accounting: The accounting mode charged to the ledger (``costs[accounting]`` was charged).
+        constraints: Declared constraints (an object with ``feasible(codes)``), or None.
+        true_answers: The workload's exact answers if already computed.
+    """
+    truth = answer_workload(data, workload) if true_answers is None else true_answers
+    reference = fidelity_reference(data, workload=workload, true_answers=truth)
+    tight = costs["tight"]
+    laplace_label = f"independent Laplace (eps={fmt(tight.epsilon)})"
+    rho = gaussian_baseline_rho(tight, delta)
+    gaussian_label = f"independent Gaussian (rho={fmt(rho)}, zCDP)"
+    laplace, _ = independent_laplace_answers(data, workload, truth, epsilon=tight.epsilon, rng=rng)
+    gaussian, _ = independent_gaussian_answers(data, workload, truth, rho=rho, rng=rng)
+
+    ours, answers_note = _release_results(reference, result, published_codes, constraints)
+    baselines = evaluate_baselines(reference, {laplace_label: laplace, gaussian_label: gaussian})
+    results = {r.label: r for r in (*ours, *baselines)}
+    published = results.get("published rows")
+    synthetic = results["synthetic"]
+    shown = published or synthetic  # the rows a user gets; the synthetic distribution when nothing is published
+    marginals = reference.marginals
+
+    per_marginal = per_marginal_max_error(workload, truth, synthetic.answers)
+    names = workload.marginal_names()
+    order = np.argsort(-per_marginal)
+    diagnostics = result.diagnostics
+    has_oracle = _has_oracle(result)
+    # the solver section counts best-response calls only: the table fit's MWEM rounds (source "mw") call no oracle
+    oracle_calls = tuple(d for d in diagnostics if d.source != "mw")
+    solve_times = np.array([d.solver_seconds + d.local_seconds for d in oracle_calls]) if oracle_calls else np.zeros(0)
+    columns = _column_details(reference, shown, results["uniform"]) if shown.tables is not None else []
+    charged = costs[accounting]
+    other_modes = {mode: cost for mode, cost in costs.items() if mode != accounting}
+    rows_figures = published or synthetic
+    true_distinct = None if data.codes is None else int(data.codes.shape[0])
+    return {
+        "banner": INTERNAL_BANNER,
+        "release": release_name,
+        "run_id": run_id,
+        "mechanism": result.mechanism,
+        "summary": {
+            "mechanism": result.mechanism,
+            "mechanism_reference": _mechanism_reference(result.mechanism),
+            "accounting": accounting,
+            "epsilon": charged.epsilon,
+            "delta": charged.delta,
+            "rho": charged.rho,
+            "other_accounting": {mode: {"epsilon": c.epsilon, "delta": c.delta} for mode, c in other_modes.items()},
+            "n": result.n,
+            "distinct_true_rows": true_distinct,
+            "published_rows": None if published is None else published.rows,
+            "distinct_published_rows": None if published is None else published.distinct_rows,
+            "largest_multiplicity": None if published is None else published.max_multiplicity,
+            "synthetic_records": int(result.records.shape[0]),
+            "distinct_synthetic_records": synthetic.distinct_rows,
+            "headline_of": rows_figures.label,
+            "headline": rows_figures.headline,
+            "headline_figure": rows_figures.headline_figure,
+            "baseline_headlines": {b.label: b.headline for b in baselines},
+            "warnings": _warnings(results, published, true_distinct),
+            "definitions": DEFINITIONS,
+        },
+        "parameters": result.parameters,
+        "n": result.n,
+        "workload": {"description": workload.description, "queries": len(workload), "marginals": workload.n_marginals},
+        "answers": answers_note,
+        "errors": {label: r.workload for label, r in results.items()},
+        "fidelity": {
+            **_evaluation_dict(reference, results),
+            "evaluated": shown.label,
+            "columns": columns,
+            "pairs": _pair_details(reference, shown) if shown.tables is not None else [],
+            "worst_cells": _worst_cells(columns),
+        },
+        "workload_parts": _parts(workload, truth, {label: r.answers for label, r in results.items()}),
+        "per_marginal_max_error": [{"marginal": names[i], "max_error": float(per_marginal[i])} for i in order],
+        "error_by_round": [
+            {"round": d.round, "max_error": d.internal_max_error, "mean_error": d.internal_mean_error}
+            for d in diagnostics
+            if d.internal_max_error is not None
+        ],
+        "solver": _solver(oracle_calls, solve_times) if has_oracle else None,
+        "privacy": {mode: cost.as_dict() for mode, cost in costs.items()},
+        "accounting": accounting,
+        "pairs_rule": marginals.rule,
+    }
+
+
+def _evaluation_dict(reference: FidelityReference, results: dict[str, Fidelity]) -> dict[str, Any]:
+    return FidelityEvaluation(reference=reference, results=results).as_dict()
+
+
+def _mechanism_reference(name: str) -> str:
+    from dqrelease.mechanisms import MECHANISMS
+
+    entry = MECHANISMS.get(name)
+    return "" if entry is None else entry.reference
+
+
+def _solver(diagnostics: tuple, solve_times: np.ndarray) -> dict[str, Any]:
+    return {
+        "status_counts": dict(Counter(d.status for d in diagnostics)),
+        "source_counts": dict(Counter(d.source for d in diagnostics)),
+        "median_seconds": float(np.median(solve_times)) if len(solve_times) else None,
+        "p95_seconds": float(np.percentile(solve_times, 95)) if len(solve_times) else None,
+        "max_seconds": float(solve_times.max()) if len(solve_times) else None,
+        "per_round_seconds": [float(x) for x in solve_times],
+    }
