@@ -6,15 +6,14 @@ processes on this machine. What runs there: answering the workload on the privat
 marginal), the mechanism (several releases fan out in parallel in ``release_many``) and FEM's independent
 oracle calls of a round. Results are identical to a single-machine run with the same seed.
 
-Dask workers report task states and artifacts to the same Prefect API as the flow. With Prefect's default
-ephemeral server, this module starts that server itself and exports ``PREFECT_API_URL`` so the local
-workers it spawns inherit it; a remote cluster needs a Prefect server both sides can reach (set
+Dask workers report task states and artifacts to the same Prefect API as the flow: a local cluster's workers
+inherit it through :func:`dqrelease.runtime.prefect_server.shared_api` (which starts Prefect's temporary server
+when no API is set); a remote cluster needs a Prefect server both sides can reach (set
 ``PREFECT_API_URL`` on the flow's machine and on the workers).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from concurrent.futures import Executor
 from contextlib import ExitStack, contextmanager
@@ -41,34 +40,6 @@ def local_worker_count(address: str) -> int | None:
 
 
 @contextmanager
-def _shared_prefect_api() -> Iterator[None]:
-    """Make sure locally spawned workers talk to the same Prefect API as this process."""
-    from prefect.settings import PREFECT_API_URL
-
-    if PREFECT_API_URL.value():
-        previous = os.environ.get("PREFECT_API_URL")
-        os.environ["PREFECT_API_URL"] = PREFECT_API_URL.value()
-        try:
-            yield
-        finally:
-            if previous is None:
-                os.environ.pop("PREFECT_API_URL", None)
-            else:
-                os.environ["PREFECT_API_URL"] = previous
-        return
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()
-    server.start(timeout=90)
-    os.environ["PREFECT_API_URL"] = server.api_url
-    try:
-        yield
-    finally:
-        os.environ.pop("PREFECT_API_URL", None)
-        server.stop()
-
-
-@contextmanager
 def dask_scheduler(address: str) -> Iterator[str]:
     """Yield a scheduler address: the given one, or that of a local cluster started (and stopped) here."""
     workers = local_worker_count(address)
@@ -78,7 +49,9 @@ def dask_scheduler(address: str) -> Iterator[str]:
             return
         from distributed import LocalCluster
 
-        stack.enter_context(_shared_prefect_api())
+        from dqrelease.runtime.prefect_server import shared_api
+
+        stack.enter_context(shared_api())  # the local workers report to this process's Prefect API
         cluster = stack.enter_context(
             LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
         )

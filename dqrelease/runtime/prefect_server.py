@@ -14,6 +14,12 @@ Which Prefect API a run uses (first match wins):
    as a detached process: own session, output to a log file), preferring Prefect's default port 4200 and
    taking a free port when 4200 is taken.
 
+What is Prefect's: the server itself and its options (``prefect server start --host --port --log-level
+--analytics-off``, ``prefect --no-prompt``), its health endpoint (``/api/health``), the settings that say
+which API is configured, ``temporary_settings`` and the temporary server of :func:`shared_api`. The rest is
+hand-written because Prefect 3.8.8's ``server start --background`` / ``status`` / ``stop`` cannot do it; each
+such piece's docstring says why in one line (the evidence: docs/decisions.md, "A reusable local Prefect server").
+
 State (per user): ``$DQRELEASE_STATE_DIR``, else ``$XDG_STATE_HOME/dqrelease``, else
 ``~/.local/state/dqrelease``, holding ``prefect-server.json`` (pid, process start time, URL, Prefect
 version), ``prefect-server.log`` and a lock file that serializes concurrent starts.
@@ -25,7 +31,7 @@ Invariants:
 * A state file whose process is gone (or is another process) is stale: it is removed, nothing is killed.
 * A server started by a different Prefect version than the installed one is replaced (it is ours).
 
-This module imports no Prefect code, so a refusal before a run starts stays fast.
+This module imports no Prefect code at module level, so a refusal before a run starts stays fast.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ __all__ = [
     "find_or_start",
     "prefect_api",
     "server_status",
+    "shared_api",
     "state_dir",
     "stop_server",
     "wait_until_ready",
@@ -99,6 +106,8 @@ class PrefectServerError(ReleaseError):
 @dataclass(frozen=True, kw_only=True)
 class ServerRecord:
     """What the state file records about the server dqrelease started.
+
+    Hand-written: Prefect's ``--background`` records only a pid, in ``$PREFECT_HOME/server.pid``.
 
     Attributes:
         pid: Process id of ``prefect server start``.
@@ -169,26 +178,17 @@ class PrefectApi:
         if self.source == "configured":
             yield
             return
-        from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+        from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
         updates: dict = {}
         if not any(os.environ.get(name) for name in HEARTBEAT_VARIABLES):
             updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
-        if self.record is None:
-            with temporary_settings(updates=updates):
-                yield
-            return
-        wait_until_ready(self.record)
-        previous = os.environ.get("PREFECT_API_URL")
-        os.environ["PREFECT_API_URL"] = self.record.api_url
-        try:
-            with temporary_settings(updates={PREFECT_API_URL: self.record.api_url, **updates}):
-                yield
-        finally:
-            if previous is None:
-                os.environ.pop("PREFECT_API_URL", None)
-            else:
-                os.environ["PREFECT_API_URL"] = previous
+        with contextlib.ExitStack() as stack:
+            if self.record is not None:
+                wait_until_ready(self.record)
+                stack.enter_context(shared_api(self.record.api_url))
+            stack.enter_context(temporary_settings(updates=updates))
+            yield
 
 
 def configured_api_url() -> str | None:
@@ -196,6 +196,42 @@ def configured_api_url() -> str | None:
     from prefect.settings import get_current_settings
 
     return get_current_settings().api.url
+
+
+@contextlib.contextmanager
+def shared_api(url: str | None = None) -> Iterator[str]:
+    """Inside the block this process and the processes it starts (local Dask workers) use one Prefect API.
+
+    The API is ``url``, else the configured one, else Prefect's temporary server (``SubprocessASGIServer``,
+    started here and stopped at the end). This process gets it through ``temporary_settings``, its children
+    through ``PREFECT_API_URL`` in the environment; both are restored afterwards.
+
+    Yields:
+        The API URL.
+    """
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with contextlib.ExitStack() as stack:
+        url = url or configured_api_url()
+        if not url:
+            from prefect.server.api.server import SubprocessASGIServer
+
+            server = SubprocessASGIServer()
+            server.start(timeout=90)
+            stack.callback(server.stop)
+            url = server.api_url
+        previous = os.environ.get("PREFECT_API_URL")
+        stack.callback(_restore_environment, "PREFECT_API_URL", previous)
+        os.environ["PREFECT_API_URL"] = url
+        stack.enter_context(temporary_settings(updates={PREFECT_API_URL: url}))
+        yield url
+
+
+def _restore_environment(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def prefect_api() -> PrefectApi:
@@ -221,7 +257,10 @@ def prefect_api() -> PrefectApi:
 
 # ---------------------------------------------------------------------- locations
 def state_dir() -> Path:
-    """The per-user state directory (see the module docstring); created on demand by the writers."""
+    """The per-user state directory (see the module docstring); created on demand by the writers.
+
+    Not ``PREFECT_HOME``: its one ``server.pid`` serves every tool; a home of our own would move the database too.
+    """
     explicit = os.environ.get(STATE_VARIABLE)
     if explicit:
         return Path(explicit)
@@ -236,7 +275,10 @@ def _state_path() -> Path:
 
 @contextlib.contextmanager
 def _state_lock() -> Iterator[None]:
-    """Serialize find/start/stop across processes (an advisory lock on the lock file)."""
+    """Serialize find/start/stop across processes (an advisory lock on the lock file).
+
+    Hand-written: the kernel frees a dead holder's lock; Prefect's ``--background`` pid file outlives its server.
+    """
     directory = state_dir()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     with open(directory / _LOCK_FILE, "a") as handle:
@@ -266,7 +308,10 @@ def _write_record(record: ServerRecord) -> None:
 
 # ---------------------------------------------------------------------- process checks
 def _our_process(record: ServerRecord) -> psutil.Process | None:
-    """The recorded process if it is still the one dqrelease started (same pid and start time), else None."""
+    """The recorded process if it is still the one dqrelease started (same pid and start time), else None.
+
+    Hand-written: Prefect's ``server stop`` signals whatever process has the pid in its file.
+    """
     try:
         process = psutil.Process(record.pid)
         if process.create_time() != record.create_time or process.status() == psutil.STATUS_ZOMBIE:
@@ -277,7 +322,10 @@ def _our_process(record: ServerRecord) -> psutil.Process | None:
 
 
 def _answers(api_url: str, timeout: float = 1.0) -> bool:
-    """Whether a Prefect API answers its health check at ``api_url``."""
+    """Whether a Prefect API answers its health check ``/api/health`` (Prefect's endpoint) at ``api_url``.
+
+    Read with urllib: Prefect's client (so ``prefect server status`` too) retries timeouts 5 times, 2-32 s apart.
+    """
     try:
         with urllib.request.urlopen(f"{api_url}/health", timeout=timeout) as response:
             return response.status == 200
@@ -286,6 +334,7 @@ def _answers(api_url: str, timeout: float = 1.0) -> bool:
 
 
 def _port_is_free(port: int) -> bool:
+    """Checked before the detached start: ``prefect server start`` refuses a taken port only in its log."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind((HOST, port))
@@ -295,6 +344,7 @@ def _port_is_free(port: int) -> bool:
 
 
 def _free_port() -> int:
+    """Hand-written: ``prefect server start`` cannot pick another port when its port is taken."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((HOST, 0))
         return int(probe.getsockname()[1])
@@ -306,7 +356,10 @@ def _prefect_version() -> str:
 
 # ---------------------------------------------------------------------- public operations
 def server_status() -> ServerStatus:
-    """Look at the state file and the recorded process; remove a stale state file (killing nothing)."""
+    """Look at the state file and the recorded process; remove a stale state file (killing nothing).
+
+    Hand-written: ``prefect server status`` only asks the configured API's health, not whose process it is.
+    """
     with _state_lock():
         record = _read_record()
         if record is None:
@@ -319,6 +372,8 @@ def server_status() -> ServerStatus:
 
 def find_or_start(*, port: int | None = None) -> tuple[ServerRecord, bool]:
     """The running server dqrelease started, or a newly started one (which may still be starting).
+
+    Hand-written: Prefect neither finds a server it started earlier nor knows which Prefect version started it.
 
     Args:
         port: Port for a new server (default: 4200 if free, else a free port). Ignored when one runs.
@@ -344,6 +399,8 @@ def find_or_start(*, port: int | None = None) -> tuple[ServerRecord, bool]:
 
 def wait_until_ready(record: ServerRecord, *, timeout: float = STARTUP_TIMEOUT) -> None:
     """Wait until the server answers its health check.
+
+    Hand-written: ``prefect server status --wait`` keeps polling until its timeout when the server has died.
 
     Raises:
         PrefectServerError: If its process ends first, or it does not answer within ``timeout`` seconds.
@@ -387,22 +444,22 @@ def stop_server() -> tuple[Literal["stopped", "stale", "none"], ServerRecord | N
 
 # ---------------------------------------------------------------------- starting and stopping
 def _start(port: int | None) -> ServerRecord:
-    """Spawn ``python -m prefect server start`` in its own session (caller holds the state lock)."""
+    """Spawn ``python -m prefect server start`` in its own session (caller holds the state lock).
+
+    Not ``--background``: its server writes to dead pipes and stays in the caller's process group (Ctrl-C stops it).
+    """
     if port is None:
         port = PREFERRED_PORT if _port_is_free(PREFERRED_PORT) else _free_port()
     elif not _port_is_free(port):
         raise PrefectServerError(f"port {port} on {HOST} is in use; give another --port")
     directory = state_dir()
     log = directory / _LOG_FILE
-    environment = {
-        **os.environ,
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "DO_NOT_TRACK": "1",
-        # one line per request at INFO would grow the log with every run; warnings and errors are kept
-        "PREFECT_SERVER_LOGGING_LEVEL": os.environ.get("PREFECT_SERVER_LOGGING_LEVEL", "WARNING"),
-    }
+    environment = {**os.environ, "DO_NOT_TRACK": "1"}
     environment.pop("PREFECT_API_URL", None)
-    command = [sys.executable, "-m", "prefect", "server", "start", "--host", HOST, "--port", str(port)]
+    # one line per request at INFO would grow the log with every run; warnings and errors are kept
+    log_level = os.environ.get("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
+    command = [sys.executable, "-m", "prefect", "--no-prompt", "server", "start", "--host", HOST,
+               "--port", str(port), "--log-level", log_level, "--analytics-off"]
     # posix_spawn, not subprocess.Popen: the server outlives this process, which never waits for it
     log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     null_fd = os.open(os.devnull, os.O_RDONLY)
@@ -429,7 +486,10 @@ def _start(port: int | None) -> ServerRecord:
 
 
 def _terminate(process: psutil.Process) -> None:
-    """SIGTERM (Prefect shuts down cleanly), then SIGKILL if it is still there after :data:`STOP_TIMEOUT` s."""
+    """SIGTERM (Prefect shuts down cleanly), then SIGKILL if it is still there after :data:`STOP_TIMEOUT` s.
+
+    Hand-written: Prefect's ``server stop`` sends SIGTERM and returns at once (a replacement may find the port taken).
+    """
     with contextlib.suppress(psutil.Error):
         process.send_signal(signal.SIGTERM)
         try:
@@ -440,6 +500,7 @@ def _terminate(process: psutil.Process) -> None:
 
 
 def _last_log_line(log: str) -> str:
+    """Hand-written: the server's log file is ours (Prefect's ``--background`` keeps no output)."""
     try:
         lines = [line.strip() for line in Path(log).read_text(errors="replace").splitlines() if line.strip()]
     except OSError:

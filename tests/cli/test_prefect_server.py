@@ -108,6 +108,11 @@ def test_a_server_is_started_once_found_again_and_stopped(state: Path, tmp_path:
         wait_until_ready(record, timeout=240)
         assert server_status().state == "running"
 
+        # Prefect's own options, and a session of its own: a Ctrl-C to the caller's process group does not reach it
+        assert psutil.Process(record.pid).cmdline()[-5:] == ["--port", str(port), "--log-level", "WARNING",
+                                                              "--analytics-off"]
+        assert os.getsid(record.pid) == record.pid != os.getsid(0)
+
         again, started_again = find_or_start()
         assert (again, started_again) == (record, False)  # found, not started twice
 
@@ -140,3 +145,31 @@ def test_heartbeats_are_off_on_servers_dqrelease_runs_unless_the_user_set_them(v
         env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = variable
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert done.stdout.split() == expected
+
+
+@pytest.mark.parametrize(
+    ("previous", "url", "inside", "after"),
+    [
+        (None, "http://127.0.0.1:9/api", "http://127.0.0.1:9/api", "None None"),
+        ("http://127.0.0.1:8/api", "http://127.0.0.1:9/api", "http://127.0.0.1:9/api",
+         "http://127.0.0.1:8/api http://127.0.0.1:8/api"),
+        ("http://127.0.0.1:8/api", None, "http://127.0.0.1:8/api", "http://127.0.0.1:8/api http://127.0.0.1:8/api"),
+    ],
+)
+def test_shared_api_gives_this_process_and_its_children_one_api_and_restores_both(previous, url, inside, after):
+    """The one place that points this process (Prefect's settings) and its children (the environment) at an API."""
+    code = (
+        "import os, subprocess, sys\n"
+        "from prefect.settings import get_current_settings as current\n"
+        "from dqrelease.runtime.prefect_server import shared_api\n"
+        f"with shared_api({url!r}) as url:\n"
+        "    child = subprocess.run([sys.executable, '-c', 'import os; print(os.environ[\"PREFECT_API_URL\"])'],\n"
+        "                           capture_output=True, text=True, check=True).stdout.strip()\n"
+        "    print(url, current().api.url, child)\n"
+        "print(os.environ.get('PREFECT_API_URL'), current().api.url)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    if previous is not None:
+        env["PREFECT_API_URL"] = previous
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.splitlines() == [f"{inside} {inside} {inside}", after]
