@@ -6,9 +6,10 @@ import math
 
 import pytest
 
-from dq_engine import Domain, forecast
+from dq_engine import Domain
 from dq_engine.data.workload import concatenate_workloads, marginal_queries
 from dq_engine.errors import ConfigError
+from dq_engine.evaluation import forecast
 from dq_engine.evaluation.forecast import (
     Figure,
     ForecastShape,
