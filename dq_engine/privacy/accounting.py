@@ -79,6 +79,12 @@ def within_target(cost: float, target: float) -> bool:
 
 
 # ---------------------------------------------------------------------- events
+def _check_amount(name: str, value: float) -> None:
+    """An event's ε or ρ must be finite and >= 0."""
+    if not (value >= 0 and math.isfinite(value)):
+        raise AccountingError(f"{name} ({value}) must be finite and >= 0")
+
+
 @dataclass(frozen=True, kw_only=True)
 class PrivacyEvent:
     """Base class: one or more identical mechanism invocations on the private data.
@@ -108,8 +114,7 @@ class ExponentialMechanismEvent(PrivacyEvent):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
-            raise AccountingError(f"epsilon ({self.epsilon}) must be finite and >= 0")
+        _check_amount("epsilon", self.epsilon)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,8 +125,7 @@ class PureDpEvent(PrivacyEvent):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
-            raise AccountingError(f"epsilon ({self.epsilon}) must be finite and >= 0")
+        _check_amount("epsilon", self.epsilon)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,8 +136,7 @@ class ZCDPEvent(PrivacyEvent):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (self.rho >= 0 and math.isfinite(self.rho)):
-            raise AccountingError(f"rho ({self.rho}) must be finite and >= 0")
+        _check_amount("rho", self.rho)
 
 
 # ---------------------------------------------------------------------- generic formulas
