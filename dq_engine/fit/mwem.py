@@ -80,13 +80,11 @@ from dq_engine.fit.particles import ParticleDistribution
 from dq_engine.oracle.feasible import with_witness
 from dq_engine.privacy.accounting import (
     AccountingMode,
-    ComposedCost,
     ExponentialMechanismEvent,
     PrivacyEvent,
     PureDpEvent,
     ZCDPEvent,
-    basic_composition_epsilon,
-    compose,
+    mwem_costs,
     within_target,
 )
 from dq_engine.privacy.exponential_mechanism import select_signed_query
@@ -96,10 +94,8 @@ from dq_engine.results import RoundDiagnostics, SynthesisResult
 __all__ = [
     "MAX_UNIVERSE_LOG2",
     "MWEMConfig",
-    "best_cost",
     "calibrate_mwem",
     "mwem",
-    "mwem_costs",
     "mwem_events",
     "simplex_projection",
 ]
@@ -235,33 +231,6 @@ def mwem_events(config: MWEMConfig) -> list[PrivacyEvent]:
     else:
         events.append(ZCDPEvent(rho=config.measure_rho, count=config.rounds, label="Gaussian measurements"))
     return events
-
-
-def best_cost(events: list[PrivacyEvent], delta: float) -> ComposedCost:
-    """Tight-mode cost: the zCDP bound (optimal conversion) or the pure ε, whichever is smaller.
-
-    Both are valid guarantees ((ε, 0)-DP implies (ε, δ)-DP), so the smaller is too.
-    """
-    zcdp = compose(events, mode="tight", delta=delta)
-    if zcdp.pure_epsilon is not None and zcdp.pure_epsilon <= zcdp.epsilon:
-        return ComposedCost(
-            mode="tight", epsilon=zcdp.pure_epsilon, delta=0.0, rho=zcdp.rho, pure_epsilon=zcdp.pure_epsilon,
-            method="basic composition of pure steps (smaller than the zCDP bound here)",
-        )
-    return zcdp
-
-
-def mwem_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
-    """Paper mode (basic composition if all steps are pure, else seed 004's zCDP) and tight mode."""
-    pure_only = not any(isinstance(e, ZCDPEvent) and e.count and e.rho for e in events)
-    if pure_only:
-        pure = basic_composition_epsilon(events)
-        paper = ComposedCost(
-            mode="paper", epsilon=pure, delta=0.0, pure_epsilon=pure, method="basic composition (HLM 2012)"
-        )
-    else:
-        paper = compose(events, mode="paper", delta=delta, paper_analysis="zcdp")
-    return {"paper": paper, "tight": best_cost(events, delta)}
 
 
 def calibrate_mwem(

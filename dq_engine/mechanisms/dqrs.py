@@ -36,7 +36,7 @@ from dq_engine.data.workload import Workload
 from dq_engine.errors import ConfigError
 from dq_engine.mechanisms.dualquery import DualQueryConfig, ProgressCallback, RoundLoop, free_attribute_events
 from dq_engine.oracle import FreeNoise, FreePolicy, FreeScope, OracleConfig
-from dq_engine.privacy.accounting import compose
+from dq_engine.privacy.accounting import mode_costs
 from dq_engine.privacy.exact_sampling import bernoulli_exp
 from dq_engine.privacy.mw import QueryDistribution, SampledQueries
 from dq_engine.privacy.theorems import dqrs_events, dqrs_fresh_samples, dqrs_gamma, dqrs_rejects, dqrs_topup_reserve
@@ -206,10 +206,7 @@ def dqrs(
             "free_scope": config.free_scope,
         },
         events=tuple(events),
-        costs={
-            "paper": compose(events, mode="paper", delta=config.delta, paper_analysis="zcdp"),
-            "tight": compose(events, mode="tight", delta=config.delta),
-        },
+        costs=mode_costs(events, config.delta, paper_analysis="zcdp"),
         n=data.n,
         diagnostics=tuple(loop.diagnostics),
     )

@@ -40,7 +40,7 @@ from dq_engine.oracle import (
     problem_from_samples,
     with_witness,
 )
-from dq_engine.privacy.accounting import PrivacyEvent, PureDpEvent, ZCDPEvent, compose
+from dq_engine.privacy.accounting import PrivacyEvent, PureDpEvent, ZCDPEvent, mode_costs
 from dq_engine.privacy.mw import QueryDistribution, SampledQueries
 from dq_engine.privacy.theorems import dualquery_events
 from dq_engine.results import RoundDiagnostics, SynthesisResult
@@ -292,15 +292,8 @@ def dualquery(
             "free_scope": config.free_scope,
         },
         events=tuple(events),
-        costs=dualquery_costs(events, config.delta),
+        costs=mode_costs(events, config.delta, paper_analysis="advanced_composition"),
         n=data.n,
         diagnostics=tuple(loop.diagnostics),
     )
 
-
-def dualquery_costs(events: list[PrivacyEvent], delta: float) -> dict[str, object]:
-    """Paper-mode (Theorems 4.2/4.3) and tight-mode costs of DualQuery events."""
-    return {
-        "paper": compose(events, mode="paper", delta=delta, paper_analysis="advanced_composition"),
-        "tight": compose(events, mode="tight", delta=delta),
-    }

@@ -77,10 +77,9 @@ from dq_engine.errors import AccountingError, ConfigError
 from dq_engine.oracle import BestResponseProblem, OracleConfig, best_response, problem_from_samples, with_witness
 from dq_engine.privacy.accounting import (
     AccountingMode,
-    ComposedCost,
     ExponentialMechanismEvent,
     PrivacyEvent,
-    compose,
+    fem_costs,
     within_target,
 )
 from dq_engine.privacy.calibration import largest_admissible
@@ -95,7 +94,6 @@ __all__ = [
     "calibrate_fem",
     "default_fem_oracle",
     "fem",
-    "fem_costs",
     "fem_events",
 ]
 
@@ -166,14 +164,6 @@ def fem_events(epsilon_0: float, rounds: int) -> list[PrivacyEvent]:
     if rounds < 1:
         raise ConfigError(f"rounds ({rounds}) must be >= 1")
     return [ExponentialMechanismEvent(epsilon=epsilon_0, count=rounds, label=f"{rounds} query selections")]
-
-
-def fem_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
-    """Paper mode (seed 004: ε₀²/2 per draw, ``ρ + 2√(ρ ln 1/δ)``) and tight mode (ε₀²/8, optimal conversion)."""
-    return {
-        "paper": compose(events, mode="paper", delta=delta, paper_analysis="zcdp"),
-        "tight": compose(events, mode="tight", delta=delta),
-    }
 
 
 def _fem_cost(epsilon_0: float, rounds: int, delta: float, mode: AccountingMode) -> float:

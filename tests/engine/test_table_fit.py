@@ -16,9 +16,9 @@ import pytest
 from dq_engine import Dataset, Domain, DualQueryConfig, dualquery, make_rng, marginal_queries, random_queries
 from dq_engine.errors import ConfigError
 from dq_engine.fit.mwem import MWEMConfig, mwem
-from dq_engine.fit.table_fit import combined_costs, fit_events, fit_table, fit_workload
+from dq_engine.fit.table_fit import fit_events, fit_table, fit_workload
 from dq_engine.mechanisms.defaults import mwem_particles_config
-from dq_engine.privacy.accounting import compose, rounded_up
+from dq_engine.privacy.accounting import combined_costs, compose, rounded_up
 from dq_engine.privacy.public import PublicQuantities
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism
 
