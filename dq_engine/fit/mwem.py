@@ -14,9 +14,9 @@ The DualQuery paper (seed 000/001, "Comparison with MWEM") finds MWEM more accur
 17-attribute Adult where ``A`` fits in memory; DualQuery exists for the universes where it does not.
 
 **Universe limit.** With ``support="universe"`` (the algorithm as published) ``A`` holds one float per
-record of the universe, as a dense tensor of shape ``domain.sizes``. We refuse universes larger than
-``2^max_universe_log2`` records (default ``2^24`` = 16.8 M records = 128 MiB of weights) with
-:class:`~dq_engine.errors.UniverseTooLargeError`: that is where DualQuery, DQRS and FEM take over.
+record of the universe, as a dense tensor of shape ``domain.sizes`` (:mod:`dq_engine.fit.universe`). We refuse
+universes larger than ``2^max_universe_log2`` records (default ``2^24`` = 16.8 M records = 128 MiB of weights)
+with :class:`~dq_engine.errors.UniverseTooLargeError`: that is where DualQuery, DQRS and FEM take over.
 
 **Documented changes to the published algorithm (all optional, all data-independent or charged):**
 
@@ -38,9 +38,9 @@ record of the universe, as a dense tensor of shape ``domain.sizes``. We refuse u
   sensitivity ``min(2, cells)/n``, L2 ``√min(2, cells)/n``; the marginal-measurement variant of McKenna et
   al.'s MWEM implementations) instead of the one selected query.
 * ``support="sampled"`` replaces the universe by ``support_size`` i.i.d. records drawn from a *prior*
-  ``P0`` (product of per-attribute distributions): the uniform distribution, or -- with a positive
-  ``support_budget`` -- a mixture of uniform and DP one-way marginals of the workload's attributes,
-  measured once with the configured noise and charged as an event. MW over such a sample with uniform
+  ``P0`` (product of per-attribute distributions, :mod:`dq_engine.fit.prior`): the uniform distribution, or --
+  with a positive ``support_budget`` -- a mixture of uniform and DP one-way marginals of the workload's
+  attributes, measured once with the configured noise and charged as an event. MW over such a sample with uniform
   initial weights is the self-normalised importance-sampling estimate of MW over the whole universe
   started at ``P0``, so this is MWEM with a non-uniform initial distribution, represented by samples.
   It never refuses (memory is ``support_size`` records). A fixed sample covers the cells where the data
@@ -72,43 +72,46 @@ import numpy as np
 from dq_engine.data.answers import answer_workload
 from dq_engine.data.constraints import Constraints
 from dq_engine.data.dataset import Dataset
-from dq_engine.data.domain import Domain
 from dq_engine.data.marginal_tables import MarginalIndex
 from dq_engine.data.workload import Workload
 from dq_engine.errors import AccountingError, ConfigError, UniverseTooLargeError
 from dq_engine.fit.particles import ParticleDistribution
+from dq_engine.fit.prior import (
+    Measurement,
+    NoiseKind,
+    noise_variance,
+    noisy_counts,
+    prior_measurements,
+    prior_sensitivities,
+    replace_with_seeds,
+    sample_support,
+)
+from dq_engine.fit.universe import UniverseDistribution, universe_distribution
 from dq_engine.oracle.feasible import with_witness
 from dq_engine.privacy.accounting import (
     AccountingMode,
-    ComposedCost,
     ExponentialMechanismEvent,
     PrivacyEvent,
     PureDpEvent,
     ZCDPEvent,
-    basic_composition_epsilon,
-    compose,
+    mwem_costs,
     within_target,
 )
 from dq_engine.privacy.exponential_mechanism import select_signed_query
-from dq_engine.privacy.noise import discrete_gaussian, discrete_laplace
 from dq_engine.results import RoundDiagnostics, SynthesisResult
 
 __all__ = [
     "MAX_UNIVERSE_LOG2",
     "MWEMConfig",
-    "best_cost",
     "calibrate_mwem",
     "mwem",
-    "mwem_costs",
     "mwem_events",
-    "simplex_projection",
 ]
 
 MAX_UNIVERSE_LOG2 = 24
 """Default largest universe MWEM holds: 2^24 records (128 MiB of float64 weights)."""
 
 ProgressCallback = Callable[[RoundDiagnostics], None]
-NoiseKind = Literal["laplace", "gaussian"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -237,33 +240,6 @@ def mwem_events(config: MWEMConfig) -> list[PrivacyEvent]:
     return events
 
 
-def best_cost(events: list[PrivacyEvent], delta: float) -> ComposedCost:
-    """Tight-mode cost: the zCDP bound (optimal conversion) or the pure ε, whichever is smaller.
-
-    Both are valid guarantees ((ε, 0)-DP implies (ε, δ)-DP), so the smaller is too.
-    """
-    zcdp = compose(events, mode="tight", delta=delta)
-    if zcdp.pure_epsilon is not None and zcdp.pure_epsilon <= zcdp.epsilon:
-        return ComposedCost(
-            mode="tight", epsilon=zcdp.pure_epsilon, delta=0.0, rho=zcdp.rho, pure_epsilon=zcdp.pure_epsilon,
-            method="basic composition of pure steps (smaller than the zCDP bound here)",
-        )
-    return zcdp
-
-
-def mwem_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
-    """Paper mode (basic composition if all steps are pure, else seed 004's zCDP) and tight mode."""
-    pure_only = not any(isinstance(e, ZCDPEvent) and e.count and e.rho for e in events)
-    if pure_only:
-        pure = basic_composition_epsilon(events)
-        paper = ComposedCost(
-            mode="paper", epsilon=pure, delta=0.0, pure_epsilon=pure, method="basic composition (HLM 2012)"
-        )
-    else:
-        paper = compose(events, mode="paper", delta=delta, paper_analysis="zcdp")
-    return {"paper": paper, "tight": best_cost(events, delta)}
-
-
 def calibrate_mwem(
     *,
     epsilon: float,
@@ -345,93 +321,8 @@ def _budget_config(rounds: int, measure_noise: NoiseKind, values: dict[str, floa
     )
 
 
-# ---------------------------------------------------------------------- the data player's distribution
-class _UniverseDistribution:
-    """``A`` as a dense tensor over every record of the universe (infeasible records at weight 0)."""
-
-    def __init__(
-        self, domain: Domain, index: MarginalIndex, constraints: Constraints | None = None,
-        forbidden: np.ndarray | None = None,
-    ) -> None:
-        self.domain = domain
-        self.index = index
-        shape = tuple(int(s) for s in domain.sizes)
-        self.p = np.full(shape, 1.0 / math.prod(shape))
-        if constraints is not None and len(constraints):  # uniform over the feasible records
-            self.p[constraints.forbidden_mask() if forbidden is None else forbidden] = 0.0
-            self.p /= self.p.sum()
-
-    def table(self, m: int) -> np.ndarray:
-        """Marginal ``m`` of ``A`` in C order (sums over contiguous blocks of the other axes)."""
-        sizes = self.p.shape
-        shape: list[int] = []
-        axes: list[int] = []
-        previous = 0
-        for a in self.index.attributes[m].tolist():
-            shape.append(math.prod(sizes[previous:a]))
-            axes.append(len(shape) - 1)
-            shape.append(sizes[a])
-            previous = a + 1
-        shape.append(math.prod(sizes[previous:]))
-        axes.append(len(shape) - 1)
-        return self.p.reshape(shape).sum(axis=tuple(axes)).ravel()
-
-    def apply(self, m: int, cells: np.ndarray, values: np.ndarray, learning_rate: float) -> np.ndarray:
-        """``A(x) ← A(x) exp(λ (m_c - A_c))`` for ``x`` in a measured cell ``c`` of marginal ``m``.
-
-        Returns the residuals ``m_c - A_c`` before the update.
-        """
-        table = self.table(m)
-        residual = values - table[cells]
-        log_factor = np.zeros_like(table)
-        log_factor[cells] = learning_rate * residual
-        shape = [1] * len(self.domain)
-        for a in self.index.attributes[m]:
-            shape[a] = int(self.domain.sizes[a])
-        self.p *= np.exp(log_factor - log_factor.max()).reshape(shape)
-        self.p /= self.p.sum()
-        return residual
-
-    def snapshot(self) -> np.ndarray:
-        return self.p.copy()
-
-    def records(self, probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        flat = probabilities.ravel()
-        keep = np.flatnonzero(flat >= 1e-6 / flat.size)  # drops at most 1e-6 of the mass (post-processing)
-        largest = int(self.domain.sizes.max())
-        dtype = np.uint8 if largest <= 256 else np.uint16 if largest <= 65536 else np.uint32
-        codes = np.stack(np.unravel_index(keep, self.p.shape), axis=1).astype(dtype)
-        return codes, flat[keep] / flat[keep].sum()
-
-
-SPARSE_FEASIBLE_SHARE = 0.125
-"""Below this share of feasible records, MWEM over the universe keeps only the feasible records (see below)."""
-
-
-def _universe_distribution(
-    domain: Domain, index: MarginalIndex, constraints: Constraints | None, rng: np.random.Generator
-) -> _UniverseDistribution | ParticleDistribution:
-    """``A`` over the universe: a dense tensor, or the list of feasible records when rules forbid most records.
-
-    The list is the same distribution (every infeasible record has weight 0 in the tensor and stays 0 under the
-    multiplicative updates), so MWEM is unchanged; its marginals are weighted counts over the listed records
-    instead of sums over the whole tensor, which is cheaper when fewer than
-    :data:`SPARSE_FEASIBLE_SHARE` of the records are feasible (Adult's rule columns: 3 %). The listed records are
-    never moved or resampled (no refresh is called in universe mode).
-    """
-    if constraints is None or not len(constraints):
-        return _UniverseDistribution(domain, index, constraints)
-    forbidden = constraints.forbidden_mask()
-    if forbidden.mean() < 1 - SPARSE_FEASIBLE_SHARE:
-        return _UniverseDistribution(domain, index, constraints, forbidden)
-    largest = int(domain.sizes.max())
-    dtype = np.uint8 if largest <= 256 else np.uint16 if largest <= 65536 else np.uint32
-    feasible = np.argwhere(~forbidden).astype(dtype)
-    uniform = [np.full(int(size), 1.0 / int(size)) for size in domain.sizes]
-    return ParticleDistribution(feasible, uniform, index, rng, constraints=constraints)
-
-
-def _answers(distribution: _UniverseDistribution | ParticleDistribution, index: MarginalIndex) -> np.ndarray:
+# ---------------------------------------------------------------------- the algorithm
+def _answers(distribution: UniverseDistribution | ParticleDistribution, index: MarginalIndex) -> np.ndarray:
     out = np.empty(len(index.workload))
     starts = index.workload.marginal_starts
     for m in range(index.n_marginals):
@@ -439,187 +330,8 @@ def _answers(distribution: _UniverseDistribution | ParticleDistribution, index: 
     return out
 
 
-def _noise_scale(kind: NoiseKind, *, l1: float, l2: float, budget: float) -> float:
-    """Scale, in counts, of :func:`_noisy_counts`'s noise: Laplace ``l1/ε`` (ε-DP) or Gaussian ``σ = l2/√(2ρ)``."""
-    if kind == "laplace":
-        return l1 / budget
-    return l2 / math.sqrt(2.0 * budget)
-
-
-def _noise_variance(kind: NoiseKind, *, l1: float, l2: float, budget: float) -> float:
-    """Variance, in counts², of :func:`_noisy_counts`'s noise.
-
-    That of the continuous Laplace or Gaussian it discretises (the discrete one's is within ``1/12`` of it).
-    """
-    scale = _noise_scale(kind, l1=l1, l2=l2, budget=budget)
-    return 2.0 * scale**2 if kind == "laplace" else scale**2
-
-
-def _prior_sensitivities(data: Dataset, k: int) -> tuple[float, float]:
-    """L1 and L2 sensitivities, in counts, of the one-way marginals of ``k`` attributes measured together."""
-    cells_per_record = 1 if data.neighbouring == "add-remove" else 2
-    return float(cells_per_record * k), math.sqrt(cells_per_record * k)
-
-
-def _noisy_counts(
-    kind: NoiseKind, counts: np.ndarray, *, l1: float, l2: float, budget: float, rng: np.random.Generator
-) -> np.ndarray:
-    """Integer counts plus exact noise (:mod:`dq_engine.privacy.noise`), ``l1``/``l2`` the sensitivities in counts.
-
-    Discrete Laplace of scale ``l1/ε`` (ε-DP) or discrete Gaussian with ``σ = l2/√(2ρ)`` (ρ-zCDP).
-    """
-    scale = _noise_scale(kind, l1=l1, l2=l2, budget=budget)
-    if kind == "laplace":
-        return discrete_laplace(counts, scale=scale, rng=rng)
-    return discrete_gaussian(counts, sigma=scale, rng=rng)
-
-
-def sample_support(
-    data: Dataset,
-    workload: Workload,
-    config: MWEMConfig,
-    rng: np.random.Generator,
-    *,
-    constraints: Constraints | None = None,
-) -> tuple[np.ndarray, list[np.ndarray], dict[int, np.ndarray]]:
-    """Draw the particles of ``support="sampled"`` from the prior ``P0``.
-
-    Returns the particles, ``P0``'s factors and the noisy one-way marginals (normalised) that the prior mixes in,
-    by attribute (empty without a prior budget).
-
-    Attributes in some workload marginal are drawn from ``support_mix · uniform + (1 - support_mix) ·``
-    their noisy one-way marginal (measured once, all together, with exact noise on the counts: L1 sensitivity
-    ``2k``, L2 ``√(2k)`` counts for ``k`` attributes under replace-one, ``k`` and ``√k`` under add/remove,
-    ``data.neighbouring``), divided by one estimate of ``n`` (the columns' noisy totals averaged, weighted by the
-    inverse of their variance) and projected onto the probability simplex (:func:`simplex_projection`;
-    post-processing); with ``support_budget = 0`` every attribute is uniform.
-
-    The projection, not clipping at 0 and renormalising: in a column where one value holds most rows (capital-loss
-    = 0 for 95 % of Adult), clipping keeps the positive noise of every nearly empty cell and the renormalisation
-    takes that mass from the dominant value, a bias that grows with the number of values; the projection
-    subtracts one threshold from every cell, so the dominant value keeps its share (docs/decisions.md,
-    "The prior's one-way marginals are projected onto the simplex").
-
-    With ``constraints`` (carrying a witness) the particles are feasible and follow ``P0`` conditioned on
-    feasibility: a rule component small enough to list is drawn from ``P0`` restricted to its feasible values; a
-    larger one is redrawn while broken (rejection, at most :data:`SUPPORT_REJECTION_TRIES` times), and the few
-    particles still infeasible after that are repaired towards the witness.
-    """
-    domain = data.domain
-    used = np.unique(workload.marginals[workload.marginals >= 0])
-    priors = [np.full(int(size), 1.0 / size) for size in domain.sizes]
-    estimates: dict[int, np.ndarray] = {}
-    if config.support_budget > 0:
-        counts = data.one_way_counts()
-        l1, l2 = _prior_sensitivities(data, len(used))
-        noisy = _noisy_counts(
-            config.measure_noise, np.concatenate([counts[a] for a in used]), l1=l1, l2=l2,
-            budget=config.support_budget, rng=rng,
-        )
-        ends = np.cumsum([len(counts[a]) for a in used])
-        blocks = [block.astype(np.float64) for block in np.split(noisy, ends[:-1])]
-        # every column's counts sum to n: the noisy totals, weighted by the inverse of their variance (that of a
-        # sum of ``cells`` equally noisy counts), estimate it better than any one column's
-        weights = np.array([1.0 / len(block) for block in blocks])
-        total = float(np.dot(weights, [block.sum() for block in blocks]) / weights.sum())
-        for a, block in zip(used, blocks, strict=True):
-            estimate = simplex_projection(block / total) if total > 0 else priors[a]
-            estimates[int(a)] = estimate
-            priors[a] = config.support_mix * priors[a] + (1 - config.support_mix) * estimate
-    columns = [rng.choice(len(prior), size=config.support_size, p=prior) for prior in priors]
-    particles = np.stack(columns, axis=1).astype(np.int64)
-    if constraints is not None and len(constraints):
-        particles = _feasible_particles(particles, priors, constraints, rng)
-    return particles, priors, estimates
-
-
-def simplex_projection(vector: np.ndarray) -> np.ndarray:
-    """The Euclidean projection of ``vector`` onto the probability simplex (Duchi et al. 2008, Fig. 1).
-
-    ``max(v - θ, 0)`` with the one threshold ``θ`` that makes the result sum to 1.
-    """
-    values = np.asarray(vector, dtype=np.float64)
-    ordered = np.sort(values)[::-1]
-    excess = np.cumsum(ordered) - 1.0
-    ranks = np.arange(1, len(values) + 1)
-    last = np.flatnonzero(ordered - excess / ranks > 0)[-1]
-    theta = excess[last] / (last + 1)
-    return np.maximum(values - theta, 0.0)
-
-
-SUPPORT_REJECTION_TRIES = 50
-"""Redraws of an infeasible particle's rule attributes before it is repaired towards the witness."""
-
-
-def _feasible_particles(
-    particles: np.ndarray, priors: list[np.ndarray], constraints: Constraints, rng: np.random.Generator
-) -> np.ndarray:
-    """Draw every rule component from the prior conditioned on feasibility (see above).
-
-    A component whose joint values can be listed (:meth:`Constraints.component_records`) is drawn exactly: one
-    draw per particle from ``P0`` restricted to the component's feasible values and renormalised. Larger ones are
-    redrawn by rejection, and what is left infeasible after that is repaired towards the witness.
-    """
-    for c in range(len(constraints.components)):
-        listed = constraints.component_records(c)
-        if listed is None:
-            continue
-        values, feasible = listed
-        attributes = constraints.components[c]
-        weight = np.prod([priors[a][values[:, j]] for j, a in enumerate(attributes)], axis=0) * feasible
-        if weight.sum() > 0:  # the prior has mass on some feasible value (else rejection and repair below)
-            particles[:, attributes] = values[rng.choice(len(values), size=len(particles), p=weight / weight.sum())]
-    bad = np.flatnonzero(~constraints.feasible(particles))
-    for _ in range(SUPPORT_REJECTION_TRIES):
-        if len(bad) == 0:
-            return particles
-        broken = constraints.broken_components(particles[bad])
-        for c, component in enumerate(constraints.components):
-            rows = bad[broken[:, c]]
-            for a in component:
-                particles[rows, a] = rng.choice(len(priors[a]), size=len(rows), p=priors[a])
-        bad = bad[~constraints.feasible(particles[bad])]
-    if len(bad):
-        particles[bad] = constraints.repair(particles[bad], constraints.witness_codes, constraints.attributes)
-    return particles
-
-
-# ---------------------------------------------------------------------- the algorithm
-@dataclass(frozen=True)
-class _Measurement:
-    marginal: int
-    cells: np.ndarray
-    values: np.ndarray
-    variance: float
-    """Noise variance of each value (fractions²)."""
-
-
-def _replace_with_seeds(
-    particles: np.ndarray, seeds: np.ndarray, weights: np.ndarray | None, fraction: float, rng: np.random.Generator
-) -> None:
-    """Overwrite the first ``fraction`` of the particles with draws from ``seeds`` (by weight)."""
-    count = round(fraction * len(particles))
-    if count == 0 or len(seeds) == 0:
-        return
-    p = None if weights is None else np.asarray(weights, dtype=np.float64) / np.sum(weights)
-    particles[:count] = np.asarray(seeds)[rng.choice(len(seeds), size=count, p=p)]
-
-
-def _prior_measurements(
-    estimates: dict[int, np.ndarray], index: MarginalIndex, variance: float
-) -> list[_Measurement]:
-    """The prior's noisy one-way marginals as measurements of the workload's one-way marginals (if it has them)."""
-    out = []
-    for m in range(index.n_marginals):
-        attributes = index.attributes[m]
-        if len(attributes) == 1 and int(attributes[0]) in estimates:
-            cells = index.query_cells[m]
-            out.append(_Measurement(m, cells, estimates[int(attributes[0])][cells], variance))
-    return out
-
-
 def _final_sweeps(
-    history: list[_Measurement], apply: Callable[[_Measurement], np.ndarray], config: MWEMConfig
+    history: list[Measurement], apply: Callable[[Measurement], np.ndarray], config: MWEMConfig
 ) -> int:
     """Sweep the history after the last round; returns the number of sweeps run (module docstring).
 
@@ -699,27 +411,27 @@ def mwem(
                 f"than the limit 2^{config.max_universe_log2:g}; use DualQuery, DQRS or FEM for this domain "
                 "(or MWEM with support='sampled')"
             )
-        distribution: _UniverseDistribution | ParticleDistribution = _universe_distribution(
+        distribution: UniverseDistribution | ParticleDistribution = universe_distribution(
             domain, index, constraints, rng
         )
     else:
         particles, priors, prior_estimates = sample_support(data, workload, config, rng, constraints=constraints)
         if seeds is not None and config.seed_fraction > 0:
-            _replace_with_seeds(particles, seeds, seed_weights, config.seed_fraction, rng)
+            replace_with_seeds(particles, seeds, seed_weights, config.seed_fraction, rng)
         distribution = ParticleDistribution(particles, priors, index, rng, constraints=constraints)
     true_answers = answer_workload(data, workload)
     n = data.n if public_n is None else int(public_n)
     starts = workload.marginal_starts
     sizes_queried = np.diff(starts)
-    history: list[_Measurement] = []
+    history: list[Measurement] = []
     if config.replay_prior and config.support == "sampled" and prior_estimates:
-        l1, l2 = _prior_sensitivities(data, len(prior_estimates))
-        variance = _noise_variance(config.measure_noise, l1=l1, l2=l2, budget=config.support_budget) / n**2
-        history += _prior_measurements(prior_estimates, index, variance)
+        l1, l2 = prior_sensitivities(data, len(prior_estimates))
+        variance = noise_variance(config.measure_noise, l1=l1, l2=l2, budget=config.support_budget) / n**2
+        history += prior_measurements(prior_estimates, index, variance)
     average = distribution.snapshot() * 0.0 if config.output == "average" else None
     diagnostics: list[RoundDiagnostics] = []
 
-    def apply(measurement: _Measurement) -> np.ndarray:
+    def apply(measurement: Measurement) -> np.ndarray:
         return distribution.apply(
             measurement.marginal, measurement.cells, measurement.values, config.learning_rate
         )
@@ -737,9 +449,9 @@ def mwem(
             l1, l2 = float(min(2, sizes_queried[m])), math.sqrt(min(2, sizes_queried[m]))
         budget = config.measure_epsilon if config.measure_noise == "laplace" else config.measure_rho
         true_counts = np.rint(true_answers[positions] * data.n)  # q(D)·n: the integer counts
-        noisy = _noisy_counts(config.measure_noise, true_counts, l1=l1, l2=l2, budget=budget, rng=rng) / n
-        variance = _noise_variance(config.measure_noise, l1=l1, l2=l2, budget=budget) / n**2
-        measurement = _Measurement(m, index.query_cells[m][positions - starts[m]], noisy, variance)
+        noisy = noisy_counts(config.measure_noise, true_counts, l1=l1, l2=l2, budget=budget, rng=rng) / n
+        variance = noise_variance(config.measure_noise, l1=l1, l2=l2, budget=budget) / n**2
+        measurement = Measurement(m, index.query_cells[m][positions - starts[m]], noisy, variance)
         history.append(measurement)
         apply(measurement)
         for _ in range(config.replay_sweeps):

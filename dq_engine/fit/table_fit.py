@@ -35,11 +35,11 @@ from dq_engine.data.dataset import Dataset
 from dq_engine.data.marginal_tables import MarginalIndex
 from dq_engine.data.workload import Workload, all_kway_marginals, concatenate_workloads
 from dq_engine.errors import ConfigError
-from dq_engine.fit.mwem import MWEMConfig, best_cost, mwem, mwem_events
-from dq_engine.privacy.accounting import ComposedCost, PrivacyEvent, compose
+from dq_engine.fit.mwem import MWEMConfig, mwem, mwem_events
+from dq_engine.privacy.accounting import PrivacyEvent, combined_costs
 from dq_engine.results import RoundDiagnostics, SynthesisResult
 
-__all__ = ["MAX_FIT_MARGINALS", "combined_costs", "fit_events", "fit_table", "fit_workload"]
+__all__ = ["MAX_FIT_MARGINALS", "fit_events", "fit_table", "fit_workload"]
 
 MAX_FIT_MARGINALS = 5_000
 """The fit selects among the release workload's marginals when it has at most this many, all complete."""
@@ -48,19 +48,6 @@ MAX_FIT_MARGINALS = 5_000
 def fit_events(config: MWEMConfig) -> list[PrivacyEvent]:
     """The privacy events of a table fit with ``config`` (its prior, selections and measurements)."""
     return mwem_events(config)
-
-
-def combined_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
-    """Paper-mode and tight-mode costs of a mechanism's events together with a fit's.
-
-    The mix of pure-ε, exponential-mechanism and zCDP events is composed in zCDP in both modes (seed 004's
-    analysis in paper mode, the tight conversion in tight mode; the tight cost is the smaller of that and the
-    pure ε when every step is pure).
-    """
-    return {
-        "paper": compose(events, mode="paper", delta=delta, paper_analysis="zcdp"),
-        "tight": best_cost(events, delta),
-    }
 
 
 def fit_workload(workload: Workload) -> Workload:

@@ -33,10 +33,10 @@ import math
 
 from dq_engine.errors import AccountingError, ConfigError
 from dq_engine.fit.mwem import MWEMConfig, calibrate_mwem
-from dq_engine.mechanisms.fem import FEMConfig, calibrate_fem, fem_costs, fem_events
+from dq_engine.mechanisms.fem import FEMConfig, calibrate_fem, fem_events
 from dq_engine.mechanisms.sepfem import SepFEMConfig
 from dq_engine.oracle import OracleConfig
-from dq_engine.privacy.accounting import AccountingMode, within_target
+from dq_engine.privacy.accounting import AccountingMode, fem_costs, within_target
 from dq_engine.privacy.public import PublicQuantities
 
 __all__ = [

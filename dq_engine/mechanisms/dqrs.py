@@ -34,9 +34,8 @@ from dq_engine.data.constraints import Constraints
 from dq_engine.data.dataset import Dataset
 from dq_engine.data.workload import Workload
 from dq_engine.errors import ConfigError
-from dq_engine.mechanisms.dualquery import DualQueryConfig, ProgressCallback, RoundLoop, free_attribute_events
+from dq_engine.mechanisms.dualquery import DualQueryConfig, ProgressCallback, RoundLoop
 from dq_engine.oracle import FreeNoise, FreePolicy, FreeScope, OracleConfig
-from dq_engine.privacy.accounting import compose
 from dq_engine.privacy.exact_sampling import bernoulli_exp
 from dq_engine.privacy.mw import QueryDistribution, SampledQueries
 from dq_engine.privacy.theorems import dqrs_events, dqrs_fresh_samples, dqrs_gamma, dqrs_rejects, dqrs_topup_reserve
@@ -185,31 +184,5 @@ def dqrs(
             target=config.samples,
             rng=rng,
         )
-    events = [
-        *free_attribute_events(shared),
-        *dqrs_events(config.eta, config.samples, config.rounds, data.n, topup_fraction=config.topup_fraction),
-    ]
-    return SynthesisResult(
-        mechanism="dqrs",
-        domain=data.domain,
-        records=loop.rows(),
-        parameters={
-            "eta": config.eta,
-            "samples": config.samples,
-            "rounds": config.rounds,
-            "topup_fraction": config.topup_fraction,
-            "free_policy": config.free_policy,
-            "free_epsilon": config.free_epsilon,
-            "free_noise": config.free_noise,
-            "free_rho": config.free_rho,
-            "rows_per_round": config.rows_per_round,
-            "free_scope": config.free_scope,
-        },
-        events=tuple(events),
-        costs={
-            "paper": compose(events, mode="paper", delta=config.delta, paper_analysis="zcdp"),
-            "tight": compose(events, mode="tight", delta=config.delta),
-        },
-        n=data.n,
-        diagnostics=tuple(loop.diagnostics),
-    )
+    events = dqrs_events(config.eta, config.samples, config.rounds, data.n, topup_fraction=config.topup_fraction)
+    return loop.result("dqrs", events, paper_analysis="zcdp", topup_fraction=config.topup_fraction)

@@ -40,7 +40,7 @@ from dq_engine.oracle import (
     problem_from_samples,
     with_witness,
 )
-from dq_engine.privacy.accounting import PrivacyEvent, PureDpEvent, ZCDPEvent, compose
+from dq_engine.privacy.accounting import PaperAnalysis, PrivacyEvent, PureDpEvent, ZCDPEvent, mode_costs
 from dq_engine.privacy.mw import QueryDistribution, SampledQueries
 from dq_engine.privacy.theorems import dualquery_events
 from dq_engine.results import RoundDiagnostics, SynthesisResult
@@ -122,7 +122,7 @@ def free_attribute_events(config: DualQueryConfig) -> list[PrivacyEvent]:
 
 
 class RoundLoop:
-    """The shared round machinery of DualQuery and DQRS: oracle call, free attributes, MW update.
+    """The shared round machinery of DualQuery and DQRS: oracle call, free attributes, MW update, the result.
 
     Args:
         data: Private dataset.
@@ -242,6 +242,41 @@ class RoundLoop:
         """Every published row so far, round by round, shape ``(rounds · rows_per_round, m)``."""
         return np.concatenate(self.blocks)
 
+    def result(
+        self, mechanism: str, events: list[PrivacyEvent], *, paper_analysis: PaperAnalysis, **parameters: float
+    ) -> SynthesisResult:
+        """The run's result: every published row, the public parameters, the events and their costs.
+
+        Args:
+            mechanism: Name recorded in the result.
+            events: The rounds' events; the free-attribute policy's (:func:`free_attribute_events`) go first.
+            paper_analysis: The paper's own analysis of the events (:func:`~dq_engine.privacy.accounting.mode_costs`).
+            **parameters: The mechanism's own public parameters, listed after ``rounds``.
+        """
+        config = self.config
+        charged = [*free_attribute_events(config), *events]
+        return SynthesisResult(
+            mechanism=mechanism,
+            domain=self.data.domain,
+            records=self.rows(),
+            parameters={
+                "eta": config.eta,
+                "samples": config.samples,
+                "rounds": config.rounds,
+                **parameters,
+                "free_policy": config.free_policy,
+                "free_epsilon": config.free_epsilon,
+                "free_noise": config.free_noise,
+                "free_rho": config.free_rho,
+                "rows_per_round": config.rows_per_round,
+                "free_scope": config.free_scope,
+            },
+            events=tuple(charged),
+            costs=mode_costs(charged, config.delta, paper_analysis=paper_analysis),
+            n=self.data.n,
+            diagnostics=tuple(self.diagnostics),
+        )
+
 
 def dualquery(
     data: Dataset,
@@ -275,32 +310,5 @@ def dualquery(
         loop.play(t, samples, sample_seconds=time.perf_counter() - began)
         if progress is not None:
             progress(loop.diagnostics[-1])
-    events = [*free_attribute_events(config), *dualquery_events(config.eta, config.samples, config.rounds, data.n)]
-    return SynthesisResult(
-        mechanism="dualquery",
-        domain=data.domain,
-        records=loop.rows(),
-        parameters={
-            "eta": config.eta,
-            "samples": config.samples,
-            "rounds": config.rounds,
-            "free_policy": config.free_policy,
-            "free_epsilon": config.free_epsilon,
-            "free_noise": config.free_noise,
-            "free_rho": config.free_rho,
-            "rows_per_round": config.rows_per_round,
-            "free_scope": config.free_scope,
-        },
-        events=tuple(events),
-        costs=dualquery_costs(events, config.delta),
-        n=data.n,
-        diagnostics=tuple(loop.diagnostics),
-    )
-
-
-def dualquery_costs(events: list[PrivacyEvent], delta: float) -> dict[str, object]:
-    """Paper-mode (Theorems 4.2/4.3) and tight-mode costs of DualQuery events."""
-    return {
-        "paper": compose(events, mode="paper", delta=delta, paper_analysis="advanced_composition"),
-        "tight": compose(events, mode="tight", delta=delta),
-    }
+    events = dualquery_events(config.eta, config.samples, config.rounds, data.n)
+    return loop.result("dualquery", events, paper_analysis="advanced_composition")

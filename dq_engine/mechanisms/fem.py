@@ -74,13 +74,19 @@ from dq_engine.data.domain import Domain
 from dq_engine.data.marginal_tables import MarginalIndex
 from dq_engine.data.workload import Workload
 from dq_engine.errors import AccountingError, ConfigError
-from dq_engine.oracle import BestResponseProblem, OracleConfig, best_response, problem_from_samples, with_witness
+from dq_engine.oracle import (
+    BestResponse,
+    BestResponseProblem,
+    OracleConfig,
+    best_response,
+    problem_from_samples,
+    with_witness,
+)
 from dq_engine.privacy.accounting import (
     AccountingMode,
-    ComposedCost,
     ExponentialMechanismEvent,
     PrivacyEvent,
-    compose,
+    fem_costs,
     within_target,
 )
 from dq_engine.privacy.calibration import largest_admissible
@@ -95,7 +101,6 @@ __all__ = [
     "calibrate_fem",
     "default_fem_oracle",
     "fem",
-    "fem_costs",
     "fem_events",
 ]
 
@@ -168,14 +173,6 @@ def fem_events(epsilon_0: float, rounds: int) -> list[PrivacyEvent]:
     return [ExponentialMechanismEvent(epsilon=epsilon_0, count=rounds, label=f"{rounds} query selections")]
 
 
-def fem_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
-    """Paper mode (seed 004: ε₀²/2 per draw, ``ρ + 2√(ρ ln 1/δ)``) and tight mode (ε₀²/8, optimal conversion)."""
-    return {
-        "paper": compose(events, mode="paper", delta=delta, paper_analysis="zcdp"),
-        "tight": compose(events, mode="tight", delta=delta),
-    }
-
-
 def _fem_cost(epsilon_0: float, rounds: int, delta: float, mode: AccountingMode) -> float:
     return fem_costs(fem_events(epsilon_0, rounds), delta)[mode].epsilon
 
@@ -237,16 +234,6 @@ class _FTPLTask:
     constraints: Constraints | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class _FTPLSample:
-    codes: np.ndarray
-    objective: float
-    source: str
-    status: str
-    solver_seconds: float
-    local_seconds: float
-
-
 def perturbation_term(
     domain: Domain, perturbation: Perturbation, noise_scale: float, rng: np.random.Generator
 ) -> np.ndarray:
@@ -266,7 +253,7 @@ def perturbation_term(
     raise ConfigError(f"perturbation ({perturbation!r}) must be 'exponential', 'laplace' or 'separator-laplace'")
 
 
-def _ftpl_sample(task: _FTPLTask) -> _FTPLSample:
+def _ftpl_sample(task: _FTPLTask) -> BestResponse:
     """Draw the perturbation from the task's generator and solve the perturbed best response."""
     rng = task.rng
     linear = perturbation_term(task.domain, task.perturbation, task.noise_scale, rng)
@@ -278,21 +265,13 @@ def _ftpl_sample(task: _FTPLTask) -> _FTPLSample:
         linear=linear,
         constraints=task.constraints,
     )
-    response = best_response(problem, task.oracle, rng, previous=task.previous)
-    return _FTPLSample(
-        codes=response.codes,
-        objective=response.objective,
-        source=response.source,
-        status=response.status,
-        solver_seconds=response.solver_seconds,
-        local_seconds=response.local_seconds,
-    )
+    return best_response(problem, task.oracle, rng, previous=task.previous)
 
 
 @contextmanager
 def _oracle_pool(
     workers: int, executor: Executor | None = None
-) -> Iterator[Callable[[list[_FTPLTask]], list[_FTPLSample]]]:
+) -> Iterator[Callable[[list[_FTPLTask]], list[BestResponse]]]:
     """A ``map`` over tasks: the given executor, else in-process for one worker, else a process pool.
 
     A passed-in ``executor`` is used as is (its ``map`` must return results in task order, as
@@ -313,7 +292,7 @@ def _oracle_pool(
     context.set_forkserver_preload(["dq_engine.mechanisms.fem"])
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
 
-        def run(tasks: list[_FTPLTask]) -> list[_FTPLSample]:
+        def run(tasks: list[_FTPLTask]) -> list[BestResponse]:
             chunk = max(1, math.ceil(len(tasks) / workers))
             return list(pool.map(_ftpl_sample, tasks, chunksize=chunk))
 
@@ -328,37 +307,31 @@ def oracle_pool_name(workers: int, executor: Executor | None) -> str:
 
 
 # ---------------------------------------------------------------------- the game
-@dataclass(frozen=True, kw_only=True)
-class PrimalGameSettings:
-    """What FEM and sepFEM share; only the perturbation differs (internal)."""
-
-    mechanism: str
-    epsilon_0: float
-    noise_scale: float
-    samples: int
-    rounds: int
-    perturbation: Perturbation
-    burn_in: float
-    delta: float
-    oracle: OracleConfig
-    workers: int
-    track_error: bool
-
-
 def run_primal_game(
     data: Dataset,
     workload: Workload,
-    settings: PrimalGameSettings,
+    config: object,
     *,
+    mechanism: str,
+    perturbation: Perturbation,
     rng: np.random.Generator,
     progress: ProgressCallback | None,
     executor: Executor | None = None,
     constraints: Constraints | None = None,
 ) -> SynthesisResult:
-    """Algorithm 1 with an FTPL data player (Algorithm 2 or 3, chosen by ``settings.perturbation``).
+    """Algorithm 1 with an FTPL data player (Algorithm 2 or 3, chosen by ``perturbation``); what FEM and sepFEM share.
 
-    ``executor`` (optional) runs a round's oracle calls instead of ``settings.workers`` processes; ``constraints``
-    (optional public rules) restricts every oracle call to feasible records.
+    Args:
+        data: Private dataset.
+        workload: Positive queries.
+        config: A :class:`FEMConfig` or :class:`dq_engine.mechanisms.sepfem.SepFEMConfig` (checked by
+            :func:`check_game_parameters`); only the fields they share are read.
+        mechanism: Name recorded in the result (``"fem"`` or ``"sepfem"``).
+        perturbation: The data player's perturbation (Algorithm 2 or 3).
+        rng: Generator.
+        progress: Called after every data-player round with its diagnostics.
+        executor: Runs each round's oracle calls instead of ``config.workers`` processes.
+        constraints: Public rules every sample keeps (every oracle call is restricted to feasible records), or None.
     """
     if data.domain != workload.domain:
         raise ConfigError("the dataset and the workload are over different domains")
@@ -372,24 +345,24 @@ def run_primal_game(
     selected = SampledQueries(np.array([first // 2]), np.array([bool(first % 2)]))
     previous: list[np.ndarray] | None = None
     kept: list[np.ndarray] = []
-    synthetic_sum = np.zeros(len(workload)) if settings.track_error else None
-    first_kept = math.floor(settings.burn_in * (settings.rounds + 1)) + 1
+    synthetic_sum = np.zeros(len(workload)) if config.track_error else None
+    first_kept = math.floor(config.burn_in * (config.rounds + 1)) + 1
     diagnostics: list[RoundDiagnostics] = []
-    with _oracle_pool(settings.workers, executor) as run_tasks:
-        for t in range(1, settings.rounds + 2):
+    with _oracle_pool(config.workers, executor) as run_tasks:
+        for t in range(1, config.rounds + 2):
             began = time.perf_counter()
             base = problem_from_samples(workload, selected)
             used = len(selected)
-            children = spawn(rng, settings.samples)
+            children = spawn(rng, config.samples)
             tasks = [
                 _FTPLTask(
                     domain=domain,
                     clause_bits=base.clause_bits,
                     clause_negated=base.clause_negated,
                     clause_weight=base.clause_weight,
-                    perturbation=settings.perturbation,
-                    noise_scale=settings.noise_scale,
-                    oracle=settings.oracle,
+                    perturbation=perturbation,
+                    noise_scale=config.noise_scale,
+                    oracle=config.oracle,
                     previous=None if previous is None else previous[j],
                     rng=child,
                     constraints=constraints,
@@ -402,8 +375,8 @@ def run_primal_game(
             if t >= first_kept:
                 kept.append(records)
             positions, values = index.sparse_answers(records)
-            if t <= settings.rounds:  # query player: q_t ~ EM(S_t), S_t(D, q) = q(D) - q(D̂^t)
-                chosen, negated = selector.select(positions, values, epsilon=settings.epsilon_0, n=data.n, rng=rng)
+            if t <= config.rounds:  # query player: q_t ~ EM(S_t), S_t(D, q) = q(D) - q(D̂^t)
+                chosen, negated = selector.select(positions, values, epsilon=config.epsilon_0, n=data.n, rng=rng)
                 selected = selected.concat(SampledQueries(np.array([chosen]), np.array([negated])))
             internal = {}
             if synthetic_sum is not None:
@@ -433,71 +406,27 @@ def run_primal_game(
             )
             if progress is not None:
                 progress(diagnostics[-1])
-    events = fem_events(settings.epsilon_0, settings.rounds)
+    events = fem_events(config.epsilon_0, config.rounds)
     return SynthesisResult(
-        mechanism=settings.mechanism,
+        mechanism=mechanism,
         domain=domain,
         records=np.concatenate(kept).astype(np.int64),
         parameters={
-            "epsilon_0": settings.epsilon_0,
-            "noise_scale": settings.noise_scale,
-            "samples": settings.samples,
-            "rounds": settings.rounds,
-            "perturbation": settings.perturbation,
-            "burn_in": settings.burn_in,
-            "workers": settings.workers,
-            "oracle_pool": oracle_pool_name(settings.workers, executor),
-            "oracle_kind": settings.oracle.kind,
-            "oracle_deterministic": settings.oracle.deterministic,
+            "epsilon_0": config.epsilon_0,
+            "noise_scale": config.noise_scale,
+            "samples": config.samples,
+            "rounds": config.rounds,
+            "perturbation": perturbation,
+            "burn_in": config.burn_in,
+            "workers": config.workers,
+            "oracle_pool": oracle_pool_name(config.workers, executor),
+            "oracle_kind": config.oracle.kind,
+            "oracle_deterministic": config.oracle.deterministic,
         },
         events=tuple(events),
-        costs=fem_costs(events, settings.delta),
+        costs=fem_costs(events, config.delta),
         n=data.n,
         diagnostics=tuple(diagnostics),
-    )
-
-
-def play_primal_game(
-    data: Dataset,
-    workload: Workload,
-    config: object,
-    *,
-    mechanism: str,
-    perturbation: Perturbation,
-    rng: np.random.Generator,
-    progress: ProgressCallback | None,
-    executor: Executor | None = None,
-    constraints: Constraints | None = None,
-) -> SynthesisResult:
-    """Run :func:`run_primal_game` with the shared fields of a FEM or sepFEM configuration.
-
-    Args:
-        data: Private dataset.
-        workload: Positive queries.
-        config: A :class:`FEMConfig` or :class:`dq_engine.mechanisms.sepfem.SepFEMConfig` (checked by
-            :func:`check_game_parameters`).
-        mechanism: Name recorded in the result (``"fem"`` or ``"sepfem"``).
-        perturbation: The data player's perturbation (Algorithm 2 or 3).
-        rng: Generator.
-        progress: Called after every data-player round with its diagnostics.
-        executor: Runs each round's oracle calls instead of ``config.workers`` processes.
-        constraints: Public rules every sample keeps, or None.
-    """
-    settings = PrimalGameSettings(
-        mechanism=mechanism,
-        epsilon_0=config.epsilon_0,
-        noise_scale=config.noise_scale,
-        samples=config.samples,
-        rounds=config.rounds,
-        perturbation=perturbation,
-        burn_in=config.burn_in,
-        delta=config.delta,
-        oracle=config.oracle,
-        workers=config.workers,
-        track_error=config.track_error,
-    )
-    return run_primal_game(
-        data, workload, settings, rng=rng, progress=progress, executor=executor, constraints=constraints
     )
 
 
@@ -527,7 +456,7 @@ def fem(
         ``(T + 1 - burn-in rounds) · s`` records (value codes, uniform weights), the ``T`` exponential
         mechanism events and their costs in paper and tight modes.
     """
-    return play_primal_game(
+    return run_primal_game(
         data, workload, config, mechanism="fem", perturbation=config.perturbation,
         rng=rng, progress=progress, executor=executor, constraints=constraints,
     )

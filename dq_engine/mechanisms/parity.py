@@ -32,7 +32,7 @@ from dq_engine.data.dataset import Dataset
 from dq_engine.data.domain import Domain
 from dq_engine.errors import ConfigError, WorkloadError
 from dq_engine.oracle.config import OracleConfig
-from dq_engine.privacy.accounting import compose
+from dq_engine.privacy.accounting import mode_costs
 from dq_engine.privacy.mw import QueryDistribution, SampledQueries
 from dq_engine.privacy.theorems import dualquery_events
 from dq_engine.results import RoundDiagnostics, SynthesisResult
@@ -263,10 +263,7 @@ def dualquery_parity(
         records=np.stack(records).astype(np.int64),
         parameters={"eta": config.eta, "samples": config.samples, "rounds": config.rounds},
         events=tuple(events),
-        costs={
-            "paper": compose(events, mode="paper", delta=config.delta, paper_analysis="advanced_composition"),
-            "tight": compose(events, mode="tight", delta=config.delta),
-        },
+        costs=mode_costs(events, config.delta, paper_analysis="advanced_composition"),
         n=data.n,
         diagnostics=tuple(diagnostics),
     )

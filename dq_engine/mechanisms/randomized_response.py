@@ -51,8 +51,7 @@ from dq_engine.data.domain import Domain
 from dq_engine.data.marginal_tables import MarginalIndex
 from dq_engine.data.workload import Workload
 from dq_engine.errors import ConfigError, UniverseTooLargeError
-from dq_engine.fit.mwem import mwem_costs
-from dq_engine.privacy.accounting import PureDpEvent
+from dq_engine.privacy.accounting import PureDpEvent, mwem_costs
 from dq_engine.privacy.exact_sampling import bernoulli_real, exp_interval
 from dq_engine.results import SynthesisResult
 

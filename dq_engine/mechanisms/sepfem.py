@@ -33,7 +33,7 @@ from dq_engine.mechanisms.fem import (
     ProgressCallback,
     check_game_parameters,
     default_fem_oracle,
-    play_primal_game,
+    run_primal_game,
 )
 from dq_engine.oracle import OracleConfig
 from dq_engine.results import SynthesisResult
@@ -93,7 +93,7 @@ def sepfem(
         executor: Runs each round's oracle calls instead of ``config.workers`` processes (see :func:`fem`).
         constraints: Public rules; every published sample keeps them (None: no rules).
     """
-    return play_primal_game(
+    return run_primal_game(
         data, workload, config, mechanism="sepfem", perturbation="separator-laplace",
         rng=rng, progress=progress, executor=executor, constraints=constraints,
     )

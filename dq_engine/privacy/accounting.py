@@ -43,8 +43,13 @@ __all__ = [
     "advanced_composition_epsilon",
     "approx_dp_from_zcdp",
     "basic_composition_epsilon",
+    "best_cost",
+    "combined_costs",
     "compose",
     "em_rho_bounded_range",
+    "fem_costs",
+    "mode_costs",
+    "mwem_costs",
     "rounded_up",
     "within_target",
     "zcdp_from_approx_dp_simple",
@@ -53,6 +58,7 @@ __all__ = [
 ]
 
 AccountingMode = Literal["paper", "tight"]
+PaperAnalysis = Literal["advanced_composition", "zcdp", "basic_composition"]
 ZcdpConversion = Literal["optimal", "simple"]
 
 
@@ -79,6 +85,12 @@ def within_target(cost: float, target: float) -> bool:
 
 
 # ---------------------------------------------------------------------- events
+def _check_amount(name: str, value: float) -> None:
+    """An event's ε or ρ must be finite and >= 0."""
+    if not (value >= 0 and math.isfinite(value)):
+        raise AccountingError(f"{name} ({value}) must be finite and >= 0")
+
+
 @dataclass(frozen=True, kw_only=True)
 class PrivacyEvent:
     """Base class: one or more identical mechanism invocations on the private data.
@@ -108,8 +120,7 @@ class ExponentialMechanismEvent(PrivacyEvent):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
-            raise AccountingError(f"epsilon ({self.epsilon}) must be finite and >= 0")
+        _check_amount("epsilon", self.epsilon)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,8 +131,7 @@ class PureDpEvent(PrivacyEvent):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
-            raise AccountingError(f"epsilon ({self.epsilon}) must be finite and >= 0")
+        _check_amount("epsilon", self.epsilon)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,8 +142,7 @@ class ZCDPEvent(PrivacyEvent):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (self.rho >= 0 and math.isfinite(self.rho)):
-            raise AccountingError(f"rho ({self.rho}) must be finite and >= 0")
+        _check_amount("rho", self.rho)
 
 
 # ---------------------------------------------------------------------- generic formulas
@@ -355,3 +364,69 @@ def compose(
         pure_epsilon=pure,
         method="zCDP as in seed 004: eps-DP step => eps^2/2, rho + 2 sqrt(rho ln(1/delta))" + fallback,
     )
+
+
+# ---------------------------------------------------------------------- per-mode costs of a run
+def best_cost(events: list[PrivacyEvent], delta: float) -> ComposedCost:
+    """Tight-mode cost: the zCDP bound (optimal conversion) or the pure ε, whichever is smaller.
+
+    Both are valid guarantees ((ε, 0)-DP implies (ε, δ)-DP), so the smaller is too.
+    """
+    zcdp = compose(events, mode="tight", delta=delta)
+    if zcdp.pure_epsilon is not None and zcdp.pure_epsilon <= zcdp.epsilon:
+        return ComposedCost(
+            mode="tight", epsilon=zcdp.pure_epsilon, delta=0.0, rho=zcdp.rho, pure_epsilon=zcdp.pure_epsilon,
+            method="basic composition of pure steps (smaller than the zCDP bound here)",
+        )
+    return zcdp
+
+
+def mode_costs(
+    events: list[PrivacyEvent],
+    delta: float,
+    *,
+    paper_analysis: PaperAnalysis = "zcdp",
+    pure_when_smaller: bool = False,
+) -> dict[str, ComposedCost]:
+    """The cost of a run's events in both accounting modes, ``{"paper": ..., "tight": ...}``.
+
+    Args:
+        events: All events of the run.
+        delta: Target δ in (0, 1).
+        paper_analysis: The paper's own analysis: ``"advanced_composition"`` (DualQuery) or ``"zcdp"`` (seed 004), as
+            in :func:`compose`, or ``"basic_composition"`` (HLM 2012: basic composition when every step is pure,
+            else seed 004's zCDP analysis).
+        pure_when_smaller: Tight mode reports :func:`best_cost` (the pure ε when it is below the zCDP bound) instead
+            of the zCDP bound.
+    """
+    pure_only = not any(isinstance(e, ZCDPEvent) and e.count and e.rho for e in events)
+    if paper_analysis == "basic_composition" and pure_only:
+        pure = basic_composition_epsilon(events)
+        paper = ComposedCost(
+            mode="paper", epsilon=pure, delta=0.0, pure_epsilon=pure, method="basic composition (HLM 2012)"
+        )
+    else:
+        analysis = "zcdp" if paper_analysis == "basic_composition" else paper_analysis
+        paper = compose(events, mode="paper", delta=delta, paper_analysis=analysis)
+    tight = best_cost(events, delta) if pure_when_smaller else compose(events, mode="tight", delta=delta)
+    return {"paper": paper, "tight": tight}
+
+
+def fem_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
+    """FEM and sepFEM: paper mode (seed 004: ε₀²/2 per draw, ``ρ + 2√(ρ ln 1/δ)``), tight mode (ε₀²/8, optimal)."""
+    return mode_costs(events, delta, paper_analysis="zcdp")
+
+
+def mwem_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
+    """MWEM: paper mode (basic composition if all steps are pure, else seed 004's zCDP) and tight mode (best)."""
+    return mode_costs(events, delta, paper_analysis="basic_composition", pure_when_smaller=True)
+
+
+def combined_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
+    """Paper-mode and tight-mode costs of a mechanism's events together with a table fit's.
+
+    The mix of pure-ε, exponential-mechanism and zCDP events is composed in zCDP in both modes (seed 004's
+    analysis in paper mode, the tight conversion in tight mode; the tight cost is the smaller of that and the
+    pure ε when every step is pure).
+    """
+    return mode_costs(events, delta, paper_analysis="zcdp", pure_when_smaller=True)

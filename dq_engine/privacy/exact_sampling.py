@@ -41,7 +41,14 @@ import numpy as np
 
 from dq_engine.errors import DQEngineError
 
-__all__ = ["SamplingAssumptionError", "bernoulli_exp", "bernoulli_real", "exp_interval", "sample_signed_pairs"]
+__all__ = [
+    "SamplingAssumptionError",
+    "bernoulli_exp",
+    "bernoulli_real",
+    "exp_interval",
+    "pair_weights_into",
+    "sample_signed_pairs",
+]
 
 FILTER_TOLERANCE = 2.0**-30
 """Relative distance from a threshold below which a comparison is decided in exact arithmetic."""
@@ -59,19 +66,33 @@ def fixed_point_bits(items: int) -> int:
     return 60 - math.ceil(math.log2(items + 1))
 
 
+def pair_weights_into(
+    log_weight: np.ndarray, out: np.ndarray, scratch: np.ndarray, shift: float | None = None
+) -> np.ndarray:
+    """Write ``P̂_i = e^{|L_i| - M} (1 + e^{-2|L_i|})`` into the float64 ``out`` using ``scratch``; return ``out``.
+
+    ``P̂_i`` is the float64 value of ``e^{L_i - M} + e^{-L_i - M}``, the weight of the pair ``{q_i, q̄_i}`` scaled by
+    ``e^{-M}``; ``M`` is ``shift``, or ``max |L|`` when None. No allocation.
+    """
+    magnitude = np.abs(log_weight, out=out)
+    if shift is None:
+        shift = magnitude.max()
+    np.multiply(magnitude, -2.0, out=scratch)
+    np.exp(scratch, out=scratch)
+    scratch += 1.0
+    magnitude -= shift
+    np.exp(magnitude, out=magnitude)
+    magnitude *= scratch
+    return magnitude
+
+
 def proposal_weights(log_weight: np.ndarray, shift: float, bits: int, out: np.ndarray, scratch: np.ndarray) -> None:
     """Write ``W_i = ⌊2^K P̂_i (1 + 2^-20)⌋ + 1`` (int64) into ``out``, using the float64 ``scratch``.
 
-    ``P̂_i = e^{|L_i| - M} (1 + e^{-2|L_i|})``, the float64 value of ``e^{L_i - M} + e^{-L_i - M}``.
+    ``P̂_i = e^{|L_i| - M} (1 + e^{-2|L_i|})`` (:func:`pair_weights_into`, ``M = shift``).
     """
-    magnitude = np.abs(log_weight, out=scratch)
-    smaller = out.view(np.float64)  # out's buffer as float64 workspace until the final cast
-    np.multiply(magnitude, -2.0, out=smaller)
-    np.exp(smaller, out=smaller)
-    smaller += 1.0
-    magnitude -= shift
-    np.exp(magnitude, out=magnitude)
-    magnitude *= smaller
+    # P̂ in scratch, with out's buffer as float64 workspace until the final cast
+    magnitude = pair_weights_into(log_weight, scratch, out.view(np.float64), shift)
     magnitude *= math.ldexp(1.0 + _PROPOSAL_MARGIN, bits)
     np.copyto(out, magnitude, casting="unsafe")  # truncation = floor for these non-negative values
     out += 1

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dq_engine.privacy.exact_sampling import sample_signed_pairs
+from dq_engine.privacy.exact_sampling import pair_weights_into, sample_signed_pairs
 
 __all__ = ["QueryDistribution", "SampledQueries"]
 
@@ -93,15 +93,7 @@ class QueryDistribution:
 
     def _pair_weights_into(self, out: np.ndarray, scratch: np.ndarray) -> np.ndarray:
         """Write :meth:`pair_weights` into ``out`` using ``scratch`` (bit-identical, no allocation)."""
-        magnitude = np.abs(self.log_weight, out=out)
-        largest = magnitude.max()
-        np.multiply(magnitude, -2.0, out=scratch)
-        np.exp(scratch, out=scratch)
-        scratch += 1.0
-        magnitude -= largest
-        np.exp(magnitude, out=magnitude)
-        magnitude *= scratch
-        return magnitude
+        return pair_weights_into(self.log_weight, out, scratch)
 
     def pair_weights(self) -> np.ndarray:
         r"""Unnormalised weight of each pair ``{q_i, q̄_i}``, ∝ ``cosh(L_i)``, scaled for stability.

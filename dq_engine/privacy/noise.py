@@ -158,6 +158,14 @@ def _bernoulli_exp_minus_one(size: int, rng: np.random.Generator) -> np.ndarray:
     return stop % 2 == 1
 
 
+def _check_noise_parameter(name: str, value: float, supported: float, advice: str) -> None:
+    """A noise scale must be finite, > 0 and at most ``supported`` counts (``advice`` says what to do instead)."""
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"{name} ({value}) must be finite and > 0")
+    if value > supported:
+        raise ConfigError(f"{name} ({value:g}) is above the supported {supported:g} counts; {advice}")
+
+
 # ---------------------------------------------------------------------- discrete Laplace
 @lru_cache(maxsize=256)
 def discrete_laplace_scale(scale: float) -> Fraction:
@@ -166,13 +174,7 @@ def discrete_laplace_scale(scale: float) -> Fraction:
     A float is a dyadic rational, so the scale is kept exactly unless its numerator would need more than
     41 bits; then it is rounded *up* (relative change below ``2^-40``), i.e. slightly more noise.
     """
-    if not (scale > 0 and math.isfinite(scale)):
-        raise ConfigError(f"discrete Laplace scale ({scale}) must be finite and > 0")
-    if scale > MAX_LAPLACE_SCALE:
-        raise ConfigError(
-            f"discrete Laplace scale ({scale:g}) is above the supported {MAX_LAPLACE_SCALE:g} counts; "
-            "spend more budget on this measurement"
-        )
+    _check_noise_parameter("discrete Laplace scale", scale, MAX_LAPLACE_SCALE, "spend more budget on this measurement")
     exact = Fraction(scale)
     shift = _LAPLACE_SCALE_BITS - math.floor(math.log2(scale))
     denominator = 2**shift if shift > 0 else 1
@@ -256,13 +258,10 @@ def discrete_gaussian_variance(sigma: float) -> tuple[int, Fraction]:
     ``a = ⌈σ² c / t⌉``: ``σ²`` rounded *up*, by less than ``2^-24`` relatively, so the rejection step's
     integers fit int64 and the noise is never smaller than asked.
     """
-    if not (sigma > 0 and math.isfinite(sigma)):
-        raise ConfigError(f"discrete Gaussian sigma ({sigma}) must be finite and > 0")
-    if sigma > MAX_GAUSSIAN_SIGMA:
-        raise ConfigError(
-            f"discrete Gaussian sigma ({sigma:g}) is above the supported {MAX_GAUSSIAN_SIGMA:g} counts; "
-            "spend more budget on this measurement or measure fewer cells together"
-        )
+    _check_noise_parameter(
+        "discrete Gaussian sigma", sigma, MAX_GAUSSIAN_SIGMA,
+        "spend more budget on this measurement or measure fewer cells together",
+    )
     t = math.floor(sigma) + 1
     a, c = _gaussian_integers(sigma)
     return t, Fraction(t * a, c)

@@ -90,8 +90,8 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
         AccountingError: If no mechanism budget fits next to the fit.
     """
     from dq_engine.errors import AccountingError, ConfigError
-    from dq_engine.fit.table_fit import combined_costs, fit_events
-    from dq_engine.privacy.accounting import within_target
+    from dq_engine.fit.table_fit import fit_events
+    from dq_engine.privacy.accounting import combined_costs, within_target
 
     public, mode = inputs.public, inputs.mode
     if public.epsilon is None:

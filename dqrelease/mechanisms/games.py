@@ -77,7 +77,8 @@ class SepFEMKeys(_GameKeys):
 
 def _plan(keys: FEMKeys | SepFEMKeys, inputs: PlanInputs) -> ReleasePlan:
     from dq_engine.mechanisms.defaults import FEM_ROUNDS_CAP, SEPFEM_ROUNDS_CAP, fem_config, ftpl_oracle, sepfem_config
-    from dq_engine.mechanisms.fem import fem_costs, fem_events
+    from dq_engine.mechanisms.fem import fem_events
+    from dq_engine.privacy.accounting import fem_costs
 
     public, mode = inputs.public, inputs.mode
     oracle = None

@@ -47,8 +47,9 @@ class MWEMParticlesKeys(_MWEMFamilyKeys):
 
 def _plan_mwem(keys: MWEMKeys, inputs: PlanInputs) -> ReleasePlan:
     from dq_engine.errors import UniverseTooLargeError
-    from dq_engine.fit.mwem import MAX_UNIVERSE_LOG2, mwem_costs, mwem_events
+    from dq_engine.fit.mwem import MAX_UNIVERSE_LOG2, mwem_events
     from dq_engine.mechanisms.defaults import mwem_config
+    from dq_engine.privacy.accounting import mwem_costs
     from dqrelease.mechanisms.dispatch import recommendation
 
     public, mode = inputs.public, inputs.mode
@@ -77,8 +78,9 @@ def _plan_mwem(keys: MWEMKeys, inputs: PlanInputs) -> ReleasePlan:
 
 
 def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
-    from dq_engine.fit.mwem import mwem_costs, mwem_events
+    from dq_engine.fit.mwem import mwem_events
     from dq_engine.mechanisms.defaults import MWEM_PARTICLES_ROUNDS_CAP, mwem_particles_config
+    from dq_engine.privacy.accounting import mwem_costs
 
     public, mode = inputs.public, inputs.mode
     engine_config = mwem_particles_config(public, mode=mode, rounds=keys.rounds)

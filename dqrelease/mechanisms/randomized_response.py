@@ -43,14 +43,13 @@ class RandomizedResponseKeys(MechanismKeys):
 
 def _plan(keys: RandomizedResponseKeys, inputs: PlanInputs) -> ReleasePlan:
     from dq_engine.errors import ConfigError, UniverseTooLargeError
-    from dq_engine.fit.mwem import mwem_costs
     from dq_engine.mechanisms.randomized_response import (
         MAX_RR_UNIVERSE_LOG2,
         RandomizedResponseConfig,
         estimate_sd_bound,
         keep_probability,
     )
-    from dq_engine.privacy.accounting import PureDpEvent
+    from dq_engine.privacy.accounting import PureDpEvent, mwem_costs
     from dqrelease.mechanisms.dispatch import recommendation
 
     public = inputs.public

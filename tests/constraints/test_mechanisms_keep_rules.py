@@ -12,8 +12,10 @@ import pytest
 from dq_engine import all_kway_marginals, make_rng
 from dq_engine.data.marginal_tables import MarginalIndex
 from dq_engine.errors import InfeasibleConstraintsError
-from dq_engine.fit.mwem import MWEMConfig, _UniverseDistribution, mwem, sample_support
+from dq_engine.fit.mwem import MWEMConfig, mwem
 from dq_engine.fit.particles import ParticleDistribution
+from dq_engine.fit.prior import sample_support
+from dq_engine.fit.universe import UniverseDistribution
 from dq_engine.mechanisms.dqrs import DQRSConfig, dqrs
 from dq_engine.mechanisms.dualquery import DualQueryConfig, dualquery
 from dq_engine.mechanisms.fem import FEMConfig, fem
@@ -74,7 +76,7 @@ def test_mechanism_publishes_no_record_breaking_a_rule(name, census_data, census
 def test_mwem_universe_gives_infeasible_records_zero_weight(census_data, census_rules):
     workload = all_kway_marginals(census_data.domain, 2)
     index = MarginalIndex(workload)
-    distribution = _UniverseDistribution(census_data.domain, index, census_rules)
+    distribution = UniverseDistribution(census_data.domain, index, census_rules)
     forbidden = census_rules.forbidden_mask()
     assert forbidden.any()
     assert np.all(distribution.p[forbidden] == 0)
@@ -95,12 +97,12 @@ def test_mwem_universe_as_a_list_of_feasible_records_is_the_same_mechanism(censu
     """The list of feasible records (used when rules forbid most records) gives the dense tensor's result."""
     import sys
 
-    mwem_module = sys.modules["dq_engine.fit.mwem"]  # the package exports the function under the module's name
+    universe_module = sys.modules["dq_engine.fit.universe"]  # where MWEM's universe distribution is chosen
     workload = all_kway_marginals(census_data.domain, 2)
     config = MWEMConfig(rounds=6, select_epsilon=0.5, measure_epsilon=0.5, output=output)
     results = {}
     for form, share in (("dense", 0.0), ("list", 1.0)):
-        monkeypatch.setattr(mwem_module, "SPARSE_FEASIBLE_SHARE", share)
+        monkeypatch.setattr(universe_module, "SPARSE_FEASIBLE_SHARE", share)
         results[form] = mwem(census_data, workload, config, rng=make_rng(9), constraints=census_rules)
     dense, listed = results["dense"], results["list"]
     assert census_rules.feasible(listed.records).all()

@@ -16,9 +16,9 @@ import pytest
 from dq_engine import Dataset, Domain, DualQueryConfig, dualquery, make_rng, marginal_queries, random_queries
 from dq_engine.errors import ConfigError
 from dq_engine.fit.mwem import MWEMConfig, mwem
-from dq_engine.fit.table_fit import combined_costs, fit_events, fit_table, fit_workload
+from dq_engine.fit.table_fit import fit_events, fit_table, fit_workload
 from dq_engine.mechanisms.defaults import mwem_particles_config
-from dq_engine.privacy.accounting import compose, rounded_up
+from dq_engine.privacy.accounting import combined_costs, compose, rounded_up
 from dq_engine.privacy.public import PublicQuantities
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism
 
@@ -164,7 +164,7 @@ def test_fit_table_refuses_a_universe_config(dependent_table: Dataset):
     ],
 )
 def test_simplex_projection_by_hand(vector, expected):
-    from dq_engine.fit.mwem import simplex_projection
+    from dq_engine.fit.prior import simplex_projection
 
     assert simplex_projection(np.array(vector)) == pytest.approx(expected, abs=1e-12)
 
@@ -174,7 +174,7 @@ def test_the_priors_one_way_estimate_keeps_a_dominant_values_share():
     clipping at 0 and renormalising would move the positive noise of the 99 nearly empty cells onto them (about
     50 cells x 29 rows here, so a share near 0.89), taking it from the dominant value; the simplex projection with
     the pooled estimate of n does not. Tolerance: 0.005 on the dominant share, over three seeds."""
-    from dq_engine.fit.mwem import sample_support
+    from dq_engine.fit.prior import sample_support
 
     rng = np.random.default_rng(3)
     n, size = 20_000, 100
@@ -230,10 +230,11 @@ def test_final_sweeps_stop_at_the_first_sweep_within_the_noise_and_not_before_th
     """A fake history of 2 measurements (3 values each, noise variance 1/64) whose residuals halve at every sweep,
     starting at 1: a sweep's discrepancy is the mean of residual² / variance, 64, 16, 4, 1, ... so the 4th sweep
     is the first within the noise. With a minimum of 6 the sweeps go on to 6; without early stopping, to the cap."""
-    from dq_engine.fit.mwem import _final_sweeps, _Measurement
+    from dq_engine.fit.mwem import _final_sweeps
+    from dq_engine.fit.prior import Measurement
 
     def history():
-        return [_Measurement(m, np.arange(3), np.zeros(3), 1 / 64) for m in range(2)]
+        return [Measurement(m, np.arange(3), np.zeros(3), 1 / 64) for m in range(2)]
 
     def fake(past_count: int):
         calls = []
@@ -258,10 +259,11 @@ def test_final_sweeps_stop_once_a_sweep_gains_less_than_the_tolerance():
     empty noisy cells) stops at the minimum under a 0.1 % tolerance, but runs to the cap without one; a steady
     5 % gain a sweep (as on KDD99) is not converged and runs to the cap; a gain that falls under 0.1 % at the
     8th sweep stops there."""
-    from dq_engine.fit.mwem import _final_sweeps, _Measurement
+    from dq_engine.fit.mwem import _final_sweeps
+    from dq_engine.fit.prior import Measurement
 
     def run(discrepancies, tolerance, minimum=3):
-        history = [_Measurement(0, np.arange(1), np.zeros(1), 1.0)]
+        history = [Measurement(0, np.arange(1), np.zeros(1), 1.0)]
         sweeps = iter(discrepancies)
         config = MWEMConfig(rounds=1, select_epsilon=1.0, measure_rho=1.0, measure_noise="gaussian",
                             final_sweeps=len(discrepancies), final_min_sweeps=minimum, final_tolerance=tolerance)
@@ -283,10 +285,11 @@ def test_final_sweeps_go_on_while_a_small_measurement_is_still_far_from_its_nois
     sweeps with the one-way measurement still 2.1 times its noise. The measurements' mean, (1.001 + 9 x 0.9^k) / 2
     at sweep k + 1, falls by more than 0.1 % a sweep until it is within the noise: 9 x 0.9^21 = 0.985, so at the
     22nd sweep it is 0.993, and the sweeps stop there."""
-    from dq_engine.fit.mwem import _final_sweeps, _Measurement
+    from dq_engine.fit.mwem import _final_sweeps
+    from dq_engine.fit.prior import Measurement
 
-    wide = _Measurement(0, np.arange(1_000), np.zeros(1_000), 1.0)
-    narrow = _Measurement(1, np.arange(4), np.zeros(4), 1.0)
+    wide = Measurement(0, np.arange(1_000), np.zeros(1_000), 1.0)
+    narrow = Measurement(1, np.arange(4), np.zeros(4), 1.0)
     counts = {0: 0, 1: 0}
 
     def apply(past):

@@ -13,7 +13,8 @@ from dq_engine.data.domain import Domain
 from dq_engine.data.marginal_tables import MarginalIndex
 from dq_engine.errors import ConfigError, UniverseTooLargeError
 from dq_engine.evaluation.baselines import zeros_answers
-from dq_engine.fit.mwem import MWEMConfig, calibrate_mwem, mwem, mwem_costs, mwem_events
+from dq_engine.fit.mwem import MWEMConfig, calibrate_mwem, mwem, mwem_events
+from dq_engine.privacy.accounting import mwem_costs
 from dq_engine.privacy.theorems import dualquery_pure_epsilon
 
 DELTA = 1e-9

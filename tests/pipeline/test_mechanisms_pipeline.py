@@ -21,10 +21,11 @@ import pytest
 from typer.testing import CliRunner
 
 from dq_engine import Domain, make_rng, random_marginals
-from dq_engine.fit.mwem import mwem_costs, mwem_events
-from dq_engine.fit.table_fit import combined_costs, fit_events
+from dq_engine.fit.mwem import mwem_events
+from dq_engine.fit.table_fit import fit_events
 from dq_engine.mechanisms.defaults import fem_config, sepfem_config
-from dq_engine.mechanisms.fem import fem_costs, fem_events
+from dq_engine.mechanisms.fem import fem_events
+from dq_engine.privacy.accounting import combined_costs, fem_costs, mwem_costs
 from dq_engine.privacy.public import PublicQuantities
 from dqrelease.cli import app
 from dqrelease.errors import ConfigInvalidError, ExitCode

@@ -8,8 +8,7 @@ from fractions import Fraction
 import numpy as np
 
 from dq_engine import Dataset, Domain, ExponentialMechanismEvent, PureDpEvent, ZCDPEvent, make_rng
-from dq_engine.fit.mwem import mwem_costs
-from dq_engine.privacy.accounting import rounded_up
+from dq_engine.privacy.accounting import mwem_costs, rounded_up
 from dqrelease.mechanisms import ReleasePlan
 from dqrelease.tasks.privacy import ledger_amounts
 
