@@ -19,11 +19,11 @@ KDD99_FILE = "kddcup99_10pct/kddcup.data_10_percent.gz"
 @pytest.fixture
 def fake_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A repo folder without ../shared/data beside it, as the package's location; DQRELEASE_DATA unset."""
-    package = tmp_path / "clone" / "dqrelease"
+    package = tmp_path / "clone" / "dqrelease" / "inputs"
     package.mkdir(parents=True)
     monkeypatch.setattr(data_home, "__file__", str(package / "data_home.py"))
     monkeypatch.delenv("DQRELEASE_DATA", raising=False)
-    return package.parent
+    return package.parent.parent
 
 
 def test_environment_variable_wins_over_the_folder_beside_the_repo(fake_repo, tmp_path, monkeypatch):
