@@ -12,6 +12,7 @@ loads.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,13 @@ if TYPE_CHECKING:
 __all__ = ["Schema", "config_constraints", "load_schema", "rule_actions", "schema_constraints"]
 
 
+def _refuse_repeated(what: str, names: list[str]) -> None:
+    """Raise a ValueError naming every name given more than once (``what``: ``"column"`` or ``"rule"``)."""
+    repeated = sorted(name for name, count in Counter(names).items() if count > 1)
+    if repeated:
+        raise ValueError(f"{what} names must be unique; repeated: {repeated}")
+
+
 class Schema(StrictModel):
     """The public schema of the raw table. Bins and value sets come from here, never from the data."""
 
@@ -40,20 +48,14 @@ class Schema(StrictModel):
     @field_validator("columns")
     @classmethod
     def _unique(cls, columns: list[ColumnSchema]) -> list[ColumnSchema]:
-        names = [c.name for c in columns]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"column names must be unique; repeated: {duplicates}")
+        _refuse_repeated("column", [c.name for c in columns])
         return columns
 
     @field_validator("rules")
     @classmethod
     def _rules_mean_something(cls, rules: list[RuleSchema], info: ValidationInfo) -> list[RuleSchema]:
         """Rule names are unique, and the rules translate into satisfiable constraints over the columns."""
-        names = [rule.name for rule in rules]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"rule names must be unique; repeated: {duplicates}")
+        _refuse_repeated("rule", [rule.name for rule in rules])
         columns = info.data.get("columns")
         if rules and columns:
             constraints_from_rules(columns, rules)  # raises ValueError naming the rule

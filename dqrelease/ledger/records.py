@@ -253,22 +253,25 @@ def exact_amount(name: str, value: Amount) -> Fraction:
     return exact
 
 
-def cap_amounts(epsilon: Amount, delta: Amount, rho: Amount | None) -> tuple[Fraction, Fraction, Fraction | None]:
-    """The exact (ε, δ, ρ) of a cap (δ < 1)."""
+def _exact_amounts(
+    epsilon: Amount, delta: Amount, rho: Amount | None, *, delta_name: str
+) -> tuple[Fraction, Fraction, Fraction | None]:
+    """The exact (ε, δ, ρ) of a cap or a charge; δ < 1 (``delta_name`` names it in the message)."""
     amounts = (exact_amount("epsilon", epsilon), exact_amount("delta", delta),
                None if rho is None else exact_amount("rho", rho))
     if amounts[1] >= 1:
-        raise ConfigInvalidError(f"delta cap ({delta}) must be < 1")
+        raise ConfigInvalidError(f"{delta_name} ({delta}) must be < 1")
     return amounts
+
+
+def cap_amounts(epsilon: Amount, delta: Amount, rho: Amount | None) -> tuple[Fraction, Fraction, Fraction | None]:
+    """The exact (ε, δ, ρ) of a cap (δ < 1)."""
+    return _exact_amounts(epsilon, delta, rho, delta_name="delta cap")
 
 
 def charge_amounts(epsilon: Amount, delta: Amount, rho: Amount | None) -> tuple[Fraction, Fraction, Fraction | None]:
     """The exact (ε, δ, ρ) of a charge (δ < 1)."""
-    amounts = (exact_amount("epsilon", epsilon), exact_amount("delta", delta),
-               None if rho is None else exact_amount("rho", rho))
-    if amounts[1] >= 1:
-        raise ConfigInvalidError(f"delta of a charge ({delta}) must be < 1")
-    return amounts
+    return _exact_amounts(epsilon, delta, rho, delta_name="delta of a charge")
 
 
 def amounts_view(epsilon: Fraction, delta: Fraction, rho: Fraction | None) -> dict[str, Any]:

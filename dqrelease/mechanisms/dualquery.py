@@ -95,9 +95,7 @@ class _DualFamilyKeys(MechanismKeys):
 
     def check_release(self, *, privacy, output) -> None:
         """Without rounds (or with the table fit), a target epsilon is required."""
-        if self.fit.enabled and privacy.epsilon is None:
-            raise ValueError("the table fit needs privacy.epsilon (its budget is a share of it); set it, or set "
-                             "mechanism.fit.enabled = false")
+        self.fit.check_release(privacy=privacy)
         if self.rounds is None and privacy.epsilon is None:
             raise ValueError("give mechanism.rounds or privacy.epsilon (T is then the largest that fits)")
 

@@ -50,6 +50,12 @@ class FitKeys(BaseModel):
         description="Rounds of the fit (default floor(0.63 rho_fit (0.01 n)^2) in [8, min(M, 40)]).",
     )
 
+    def check_release(self, *, privacy) -> None:
+        """An enabled fit needs a target epsilon: its budget is a share of it."""
+        if self.enabled and privacy.epsilon is None:
+            raise ValueError("the table fit needs privacy.epsilon (its budget is a share of it); set it, or set "
+                             "mechanism.fit.enabled = false")
+
 
 def _target_rho(inputs: PlanInputs) -> float:
     """The largest ρ whose (ε, δ) conversion in the config's accounting mode is within the target.

@@ -56,9 +56,7 @@ class _GameKeys(MechanismKeys):
 
     def check_release(self, *, privacy, output) -> None:
         """Without a target epsilon both rounds and epsilon_0 must be given."""
-        if self.fit.enabled and privacy.epsilon is None:
-            raise ValueError("the table fit needs privacy.epsilon (its budget is a share of it); set it, or set "
-                             "mechanism.fit.enabled = false")
+        self.fit.check_release(privacy=privacy)
         if privacy.epsilon is None and (self.rounds is None or self.epsilon_0 is None):
             raise ValueError(f"mechanism {self.name!r} needs privacy.epsilon, or both mechanism.rounds and epsilon_0")
 

@@ -2,7 +2,8 @@
 
 A refusal raised inside the Prefect flow used to print Prefect's two tracebacks and, at exit, DuckDB's
 "nanobind: leaked ..." warnings before the one useful line. The run is a fresh ``python -m dqrelease.cli``
-process talking to the session's Prefect test server (``PREFECT_API_URL``), on 1,500 rows of Adult.
+process talking to the session's Prefect test server (``PREFECT_API_URL``), releasing the Adult slice of
+``tests/adult_slice.py`` (the release-flow tests' config with a lower cap or an undeclared value).
 """
 
 from __future__ import annotations
@@ -15,59 +16,15 @@ from pathlib import Path
 import pytest
 
 from dqrelease.errors import ExitCode
-
-ROOT = Path(__file__).resolve().parents[2]
-ADULT = ROOT / "examples" / "adult"
-ROWS = 1500
+from tests.adult_slice import UNDECLARED_WORKCLASS, release_config, write_slice
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
-CONFIG = """
-name = "adult-refusal"
-schema_file = "{schema}"
-
-[source]
-format = "csv"
-paths = ["adult-slice.csv"]
-header = false
-column_names = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-  "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "income"]
-
-[privacy]
-n = {rows}
-epsilon = 1.0
-delta = 1e-6
-accounting = "tight"
-
-[workload]
-kind = "random_marginals"
-k = 3
-count = 6
-seed = 3
-
-[mechanism]
-name = "dualquery"
-eta = 1.0
-samples = 40
-
-[ledger]
-path = "ledger.duckdb"
-dataset_id = "adult-slice"
-initial_cap_epsilon = {cap}
-initial_cap_delta = 1e-5
-
-[output]
-directory = "out"
-"""
-
 
 def _workspace(tmp_path: Path, *, cap: float, bad_value: bool) -> Path:
-    lines = (ADULT / "data" / "adult.data").read_text().splitlines()[:ROWS]
-    if bad_value:
-        lines[5] = lines[5].replace("Private", "Moonlighting-Zebra", 1)
-    (tmp_path / "adult-slice.csv").write_text("\n".join(lines) + "\n")
+    write_slice(tmp_path, undeclared_value=bad_value)
     config = tmp_path / "release.toml"
-    config.write_text(CONFIG.format(schema=ADULT / "schema.toml", rows=ROWS, cap=cap))
+    config.write_text(release_config(cap=f"initial_cap_epsilon = {cap}\ninitial_cap_delta = 1e-5"))
     return config
 
 
@@ -94,7 +51,7 @@ def test_a_refusal_inside_a_run_is_one_line_on_stderr_and_its_exit_code(
     assert result.stdout == ""
     [line] = result.stderr.splitlines()  # no traceback, no Prefect log, no "nanobind: leaked" warning
     assert line.startswith("error: ") and words in line
-    assert "Moonlighting-Zebra" not in line
+    assert UNDECLARED_WORKCLASS not in line
 
 
 def test_debug_shows_the_traceback_of_a_refusal(tmp_path: Path):

@@ -11,18 +11,15 @@ from dqrelease.errors import ConfigInvalidError
 from dqrelease.flows.release import release, release_many, run_release
 from dqrelease.ledger import Ledger
 from dqrelease.runtime.cluster import dask_scheduler, local_worker_count
-from tests.pipeline.test_release_flow import SLICE_ROWS, _config_text
-
-ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
+from tests.adult_slice import release_config, write_slice
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 
 
 @pytest.fixture()
 def workspace(tmp_path: Path) -> Path:
-    lines = (ADULT / "data" / "adult.data").read_text().splitlines()[:SLICE_ROWS]
-    (tmp_path / "adult-slice.csv").write_text("\n".join(lines) + "\n")
-    (tmp_path / "release.toml").write_text(_config_text(tmp_path, rounds="rounds = 6"))
+    write_slice(tmp_path)
+    (tmp_path / "release.toml").write_text(release_config(rounds="rounds = 6"))
     return tmp_path
 
 
@@ -40,7 +37,7 @@ def test_dask_release_reproduces_the_single_machine_bytes(workspace: Path):
 def test_release_many_fans_out_one_ledger_entry_per_release(workspace: Path):
     configs = []
     for name in ("men", "women"):
-        text = _config_text(workspace, rounds="rounds = 5")
+        text = release_config(rounds="rounds = 5")
         text = text.replace('dataset_id = "adult-slice"', f'dataset_id = "{name}"')
         text = text.replace('name = "adult-test"', f'name = "adult-{name}"')
         path = workspace / f"{name}.toml"

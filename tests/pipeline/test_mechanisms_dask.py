@@ -13,7 +13,8 @@ from distributed import LocalCluster
 from dq_engine import Dataset, Domain, FEMConfig, fem, make_rng, random_marginals
 from dqrelease.flows.release import release, run_release
 from dqrelease.runtime.cluster import dask_executor
-from tests.pipeline.test_mechanisms_pipeline import ADULT, SLICE_ROWS, SMALL_COLUMNS, _schema_text, _write
+from tests.adult_slice import write_slice
+from tests.pipeline.test_mechanisms_pipeline import SMALL_COLUMNS, _schema_text, _write
 
 pytestmark = pytest.mark.slow
 
@@ -39,8 +40,7 @@ def test_fem_output_is_identical_serial_in_a_process_pool_and_on_a_dask_cluster(
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_fem_release_on_dask_runs_its_oracle_calls_there_and_reproduces_the_bytes(tmp_path: Path):
-    lines = (ADULT / "data" / "adult.data").read_text().splitlines()[:SLICE_ROWS]
-    (tmp_path / "adult-slice.csv").write_text("\n".join(lines) + "\n")
+    write_slice(tmp_path)
     (tmp_path / "schema.toml").write_text(_schema_text(SMALL_COLUMNS))
     config = str(_write(tmp_path, "fem"))
 

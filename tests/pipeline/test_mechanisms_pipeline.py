@@ -35,10 +35,8 @@ from dqrelease.inputs.schema import Schema
 from dqrelease.ledger import Ledger
 from dqrelease.plan import build_workload, plan_release
 from dqrelease.tasks.privacy import ledger_amounts
+from tests.adult_slice import ADULT, ROOT, SLICE_ROWS, source_section, write_slice
 
-ROOT = Path(__file__).resolve().parents[2]
-ADULT = ROOT / "examples" / "adult"
-SLICE_ROWS = 1500
 SMALL_COLUMNS = ("relationship", "race", "sex", "income")
 """6 x 5 x 2 x 2 = 120 records: MWEM's universe and randomized response's estimator both fit."""
 
@@ -78,12 +76,7 @@ def _config_text(mechanism: str, *, epsilon: float, schema: str = "schema.toml",
 name = "adult-mechanisms"
 schema_file = "{schema}"
 
-[source]
-format = "csv"
-paths = ["adult-slice.csv"]
-header = false
-column_names = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-  "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "income"]
+{source_section()}
 
 [privacy]
 n = {SLICE_ROWS}
@@ -116,8 +109,7 @@ seed = 5150
 
 @pytest.fixture()
 def workspace(tmp_path: Path) -> Path:
-    lines = (ADULT / "data" / "adult.data").read_text().splitlines()[:SLICE_ROWS]
-    (tmp_path / "adult-slice.csv").write_text("\n".join(lines) + "\n")
+    write_slice(tmp_path)
     (tmp_path / "schema.toml").write_text(_schema_text(SMALL_COLUMNS))
     (tmp_path / "full-schema.toml").write_text(_schema_text(None))
     return tmp_path

@@ -19,81 +19,15 @@ from typer.testing import CliRunner
 from dqrelease.cli import app
 from dqrelease.errors import ExitCode
 from dqrelease.ledger import Ledger
-
-ROOT = Path(__file__).resolve().parents[2]
-ADULT = ROOT / "examples" / "adult"
-SLICE_ROWS = 1500
+from tests.adult_slice import ADULT, SLICE_ROWS, UNDECLARED_WORKCLASS, release_config, write_slice
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 
-def _config_text(tmp: Path, **overrides: str) -> str:
-    values = {
-        "source_paths": '["adult-slice.csv"]',
-        "n": str(SLICE_ROWS),
-        "epsilon": "1.0",
-        "rounds": "",
-        "oracle": 'kind = "portfolio"\ntime_limit = 0.5\nnum_workers = 2\nlocal_restarts = 3\n'
-        "deterministic_time_limit = 0.2",
-        "cap": "initial_cap_epsilon = 5.0\ninitial_cap_delta = 1e-5",
-        "extra": "",
-        "samples": "40",
-    }
-    values.update(overrides)
-    return f"""
-name = "adult-test"
-schema_file = "{ADULT / 'schema.toml'}"
-{values['extra']}
-
-[source]
-format = "csv"
-paths = {values['source_paths']}
-header = false
-column_names = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-  "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "income"]
-
-[privacy]
-n = {values['n']}
-epsilon = {values['epsilon']}
-delta = 1e-6
-accounting = "tight"
-
-[workload]
-kind = "random_marginals"
-k = 3
-count = 6
-seed = 3
-
-[mechanism]
-name = "dualquery"
-eta = 1.0
-samples = {values['samples']}
-{values['rounds']}
-
-[mechanism.oracle]
-{values['oracle']}
-
-[ledger]
-path = "ledger.duckdb"
-dataset_id = "adult-slice"
-{values['cap']}
-
-[output]
-directory = "out"
-rows = 400
-numeric_values = "uniform"
-
-[run]
-seed_mode = "seeded"
-seed = 918273645
-"""
-
-
 @pytest.fixture()
 def workspace(tmp_path: Path) -> Path:
-    lines = (ADULT / "data" / "adult.data").read_text().splitlines()[:SLICE_ROWS]
-    (tmp_path / "adult-slice.csv").write_text("\n".join(lines) + "\n")
-    (tmp_path / "release.toml").write_text(_config_text(tmp_path))
+    write_slice(tmp_path)
+    (tmp_path / "release.toml").write_text(release_config())
     return tmp_path
 
 
@@ -183,7 +117,7 @@ GAUSSIAN_ROWS = 'free_policy = "dp-marginal"\nfree_noise = "gaussian"\nfree_rho 
 
 
 def test_gaussian_free_marginals_and_rows_per_round_are_planned_charged_and_reproducible(workspace: Path):
-    (workspace / "release.toml").write_text(_config_text(workspace, rounds=GAUSSIAN_ROWS))
+    (workspace / "release.toml").write_text(release_config(rounds=GAUSSIAN_ROWS))
     result = _run("run", str(workspace / "release.toml"), "--quiet")
     assert result.exit_code == ExitCode.OK, result.output
     [release] = _published(workspace)
@@ -206,7 +140,7 @@ def test_gaussian_free_marginals_and_rows_per_round_are_planned_charged_and_repr
     ],
 )
 def test_free_settings_that_do_not_fit_exit_2_before_any_charge(workspace: Path, mechanism: str, message: str):
-    (workspace / "release.toml").write_text(_config_text(workspace, rounds=mechanism))
+    (workspace / "release.toml").write_text(release_config(rounds=mechanism))
     result = _run("run", str(workspace / "release.toml"), "--quiet")
     assert result.exit_code == ExitCode.INVALID_CONFIG
     assert message in " ".join(result.output.split())  # the console wraps long lines
@@ -224,7 +158,7 @@ def test_plan_shows_cost_without_reading_the_data(workspace: Path):
 
 # ---------------------------------------------------------------------- failure paths
 def test_unknown_config_key_exits_2_before_anything_happens(workspace: Path):
-    (workspace / "release.toml").write_text(_config_text(workspace, extra='colour = "blue"'))
+    (workspace / "release.toml").write_text(release_config(extra='colour = "blue"'))
     result = _run("run", str(workspace / "release.toml"), "--quiet")
     assert result.exit_code == ExitCode.INVALID_CONFIG
     assert "colour" in result.output
@@ -236,7 +170,7 @@ def test_invalid_schema_exits_2(workspace: Path):
     schema = (ADULT / "schema.toml").read_text()
     broken = workspace / "schema.toml"
     broken.write_text(schema + '\n[[columns]]\nname = "age"\ntype = "categorical"\nvalues = ["x"]\n')
-    text = _config_text(workspace).replace(str(ADULT / "schema.toml"), str(broken))
+    text = release_config().replace(str(ADULT / "schema.toml"), str(broken))
     (workspace / "release.toml").write_text(text)
     result = _run("run", str(workspace / "release.toml"), "--quiet")
     assert result.exit_code == ExitCode.INVALID_CONFIG
@@ -245,21 +179,18 @@ def test_invalid_schema_exits_2(workspace: Path):
 
 
 def test_value_outside_schema_exits_3_without_charge_or_leak(workspace: Path):
-    data = workspace / "adult-slice.csv"
-    lines = data.read_text().splitlines()
-    lines[5] = lines[5].replace("Private", "Moonlighting-Zebra", 1)
-    data.write_text("\n".join(lines) + "\n")
+    write_slice(workspace, undeclared_value=True)
     result = _run("run", str(workspace / "release.toml"), "--quiet")
     assert result.exit_code == ExitCode.VALIDATION_FAILED, result.output
     assert "workclass" in result.output
-    assert "Moonlighting-Zebra" not in result.output
+    assert UNDECLARED_WORKCLASS not in result.output
     assert _published(workspace) == []
     assert _charges(workspace) == 0
     assert _no_staging_left(workspace)
 
 
 def test_declared_n_must_match_the_source(workspace: Path):
-    (workspace / "release.toml").write_text(_config_text(workspace, n=str(SLICE_ROWS + 1)))
+    (workspace / "release.toml").write_text(release_config(n=str(SLICE_ROWS + 1)))
     result = _run("run", str(workspace / "release.toml"), "--quiet")
     assert result.exit_code == ExitCode.VALIDATION_FAILED
     assert "privacy.n" in result.output
@@ -267,7 +198,7 @@ def test_declared_n_must_match_the_source(workspace: Path):
 
 
 def test_budget_exceeded_exits_4_with_remaining_budget(workspace: Path):
-    text = _config_text(workspace, cap="initial_cap_epsilon = 0.5\ninitial_cap_delta = 1e-5")
+    text = release_config(cap="initial_cap_epsilon = 0.5\ninitial_cap_delta = 1e-5")
     (workspace / "release.toml").write_text(text)
     result = _run("run", str(workspace / "release.toml"), "--quiet")
     assert result.exit_code == ExitCode.BUDGET_REFUSED, result.output
@@ -278,7 +209,7 @@ def test_budget_exceeded_exits_4_with_remaining_budget(workspace: Path):
 
 
 def test_missing_source_file_exits_2(workspace: Path):
-    (workspace / "release.toml").write_text(_config_text(workspace, source_paths='["nowhere.csv"]'))
+    (workspace / "release.toml").write_text(release_config(source_paths='["nowhere.csv"]'))
     result = _run("run", str(workspace / "release.toml"), "--quiet")
     assert result.exit_code == ExitCode.INVALID_CONFIG, result.output
     assert "nowhere.csv" in result.output
@@ -287,7 +218,7 @@ def test_missing_source_file_exits_2(workspace: Path):
 
 def test_solver_timeouts_fall_back_and_are_counted(workspace: Path):
     oracle = 'kind = "cpsat"\ntime_limit = 0.001\nnum_workers = 1\ndeterministic_time_limit = 0.0001'
-    text = _config_text(workspace, oracle=oracle, rounds="rounds = 4", samples="5000", epsilon="50.0",
+    text = release_config(oracle=oracle, rounds="rounds = 4", samples="5000", epsilon="50.0",
                         cap="initial_cap_epsilon = 100.0\ninitial_cap_delta = 1e-5")
     (workspace / "release.toml").write_text(text)
     result = _run("run", str(workspace / "release.toml"), "--quiet")
@@ -315,7 +246,7 @@ def test_failure_after_the_charge_publishes_nothing_and_keeps_the_charge(workspa
 
 
 def test_private_n_is_estimated_with_a_charged_noisy_count(workspace: Path):
-    text = _config_text(workspace, n='"noisy"\nneighbouring = "add-remove"\nn_epsilon = 0.1')
+    text = release_config(n='"noisy"\nneighbouring = "add-remove"\nn_epsilon = 0.1')
     (workspace / "release.toml").write_text(text)
     result = _run("run", str(workspace / "release.toml"), "--quiet")
     assert result.exit_code == ExitCode.OK, result.output
@@ -331,7 +262,7 @@ def test_private_n_is_estimated_with_a_charged_noisy_count(workspace: Path):
 
 
 def test_plan_explains_a_private_n(workspace: Path):
-    text = _config_text(workspace, n='"noisy"\nneighbouring = "add-remove"\nn_epsilon = 0.1')
+    text = release_config(n='"noisy"\nneighbouring = "add-remove"\nn_epsilon = 0.1')
     (workspace / "release.toml").write_text(text)
     result = _run("plan", str(workspace / "release.toml"))
     assert result.exit_code == ExitCode.OK, result.output
@@ -342,11 +273,11 @@ def test_unexpected_error_on_private_data_hides_its_message(workspace: Path, mon
     import dqrelease.tasks.prepare
 
     def leaky(*args, **kwargs):
-        raise ValueError("could not convert 'Moonlighting-Zebra' to float")
+        raise ValueError(f"could not convert {UNDECLARED_WORKCLASS!r} to float")
 
     monkeypatch.setattr(dqrelease.tasks.prepare, "discretize", leaky)
     result = _run("run", str(workspace / "release.toml"), "--quiet")
     assert result.exit_code == ExitCode.INTERNAL_ERROR
     assert "ValueError" in result.output and "--debug" in result.output
-    assert "Moonlighting-Zebra" not in result.output
+    assert UNDECLARED_WORKCLASS not in result.output
     assert _charges(workspace) == 0

@@ -332,7 +332,7 @@ def test_replay_objects_cannot_be_made_by_hand(planned: SimpleNamespace, mechani
     from dqrelease.outputs.replay import ReplayTarget
     from dqrelease.tasks.privacy import replay_count
 
-    with pytest.raises(ReplayRefusedError, match=r"made only by dqrelease\.replay\.prepare_replay"):
+    with pytest.raises(ReplayRefusedError, match=r"made only by dqrelease\.outputs\.replay\.prepare_replay"):
         ReplayTarget(
             manifest_path=Path("m.json"), run_id="r", config=planned.config, schema=None, seed=1, recorded_plan={},
             input_sha256={}, outputs={}, _issuer=object(),

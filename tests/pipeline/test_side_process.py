@@ -212,10 +212,10 @@ def test_the_raw_suite_prefetched_is_the_one_validation_uses(worker):
 
 _REFUSAL_WITH_A_LIVE_TRACEBACK = """
 import atexit, sys
-from dqrelease import cli
+from dqrelease.cli.app import _exit_without_teardown, _state
 from dqrelease.runtime import side_process
-atexit.register(cli._exit_without_teardown)
-cli._state["exit_code"] = 3
+atexit.register(_exit_without_teardown)
+_state["exit_code"] = 3
 def release():
     with side_process.running(("json:dumps",)) as worker:
         raise ValueError(f"refused while {worker} ran")

@@ -165,7 +165,7 @@ def test_a_real_process_refuses_or_releases_as_the_operator_needs(processes, nam
 
 @pytest.mark.parametrize("name", [name for name in CASES if CASES[name].code])
 def test_a_real_process_prints_exactly_one_line_for_a_refusal(processes, name: str):
-    # also after a refusal inside the flow, when Prefect's event queue drains at exit (dqrelease/cli.py
+    # also after a refusal inside the flow, when Prefect's event queue drains at exit (dqrelease/cli/release.py
     # PREFECT_SERVICE_LOGGERS: its "Still processing items" warning used to be a second line)
     _, outcome = processes[name]
     assert len(stderr_lines(outcome.stderr)) == 1, outcome.stderr

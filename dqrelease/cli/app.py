@@ -1,0 +1,175 @@
+"""The Typer apps, the global options and what every command shares.
+
+The command groups (``budget``, ``server``), the ``--debug`` option, the error-to-exit-code mapping (one line on
+stderr, see :func:`_fail`), the consoles, the config loader, Prefect's environment defaults and the fast exit of
+:func:`main`. The commands are in :mod:`dqrelease.cli.release`, :mod:`dqrelease.cli.budget` and
+:mod:`dqrelease.cli.server`; importing :mod:`dqrelease.cli` registers them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import multiprocessing.util
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from dqrelease.errors import DEBUG_VARIABLE, ExitCode, ReleaseError
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success, 1 internal error, 2 invalid config or schema, 3 validation failure, 4 budget refused, "
+    "5 verification mismatch (a published file or a replay's output differs from the manifest), 6 replay refused "
+    "(config, schema, input files, code or package versions differ from the manifest; nothing was read), "
+    "7 nothing to verify (an unseeded release cannot be replayed)."
+)
+# rich_markup_mode=None: click's plain help, where a flag shows no "<bool>" value type
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Differentially private synthetic data releases.",
+    epilog=EXIT_CODES_HELP, rich_markup_mode=None,
+)
+budget_app = typer.Typer(
+    no_args_is_help=True, help="Inspect and set privacy budgets in the ledger.", rich_markup_mode=None
+)
+app.add_typer(budget_app, name="budget")
+server_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode=None,
+    help="The local Prefect server that runs reuse (started by the first run unless PREFECT_API_URL is set).",
+)
+app.add_typer(server_app, name="server")
+console = Console(stderr=True, soft_wrap=True)
+_state = {"debug": False, "verbose": False}
+PIPE_WIDTH = 10_000
+"""Console width when stdout is not a terminal: tables keep their natural width instead of 80 columns."""
+
+
+def _stdout() -> Console:
+    """A console on stdout whose lines (paths included) are never wrapped."""
+    out = Console(soft_wrap=True)
+    return out if out.is_terminal else Console(soft_wrap=True, width=PIPE_WIDTH)
+
+
+@app.callback()
+def _options(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Print tracebacks and Prefect's run logs on the terminal.")
+    ] = False,
+) -> None:
+    """Differentially private synthetic data releases."""
+    _state["debug"] = debug
+    _state["verbose"] = False  # set by `run --verbose` for its own invocation only
+    if debug:
+        os.environ[DEBUG_VARIABLE] = "1"
+
+
+PREFECT_DEFAULTS = {
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    "GX_ANALYTICS_ENABLED": "false",
+}
+
+
+def _prefect_environment() -> None:
+    for key, value in PREFECT_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+def _release_frames(error: BaseException | None) -> None:
+    """Drop the local variables of the frames in ``error``'s tracebacks (and of its causes).
+
+    Prefect keeps a failed run's exception alive until the interpreter exits. Its frames hold DuckDB
+    connections and values, which DuckDB's nanobind bindings then report at exit as "nanobind: leaked N
+    instances/functions" warnings. Clearing the frames releases them; the message and type stay. Before
+    Python 3.13 a frame whose ``f_locals`` was read (rich's traceback reads it) keeps that snapshot dict
+    after ``clear()``; reading ``f_locals`` again drops the cleared names from it.
+    """
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        frames = error.__traceback__
+        while frames is not None:
+            frames.tb_frame.f_locals  # noqa: B018 - re-syncs the snapshot with the cleared frame
+            frames = frames.tb_next
+        error = error.__cause__ or error.__context__
+
+
+def _fail(error: BaseException) -> NoReturn:
+    """Print one line for ``error`` on stderr (plus the traceback with --debug) and exit with its code."""
+    if _state["debug"]:
+        console.print_exception()  # rich reads each frame's locals (its omit markers): cleared again below
+    if isinstance(error, ReleaseError):
+        # the failures of a ValidationFailedError are named in its message
+        line, code = str(error), int(error.exit_code)
+    elif _state["debug"]:
+        line, code = f"{type(error).__name__}: {error}", int(ExitCode.INTERNAL_ERROR)
+    else:
+        # the message of an unexpected error could quote a data value: shown only with --debug
+        line = f"{type(error).__name__}; rerun with --debug for the traceback"
+        code = int(ExitCode.INTERNAL_ERROR)
+    label = "error: " if isinstance(error, ReleaseError) else "internal error: "
+    console.print(Text.assemble((label, "red"), line.replace("\n", " ")), highlight=False)
+    _release_frames(error)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def _exit_codes() -> Iterator[None]:
+    """Map errors raised inside the block to the CLI's exit codes (typer's own exits pass through)."""
+    try:
+        yield
+    except (typer.Exit, typer.BadParameter):
+        raise
+    except Exception as error:  # every other error becomes an exit code with a safe message
+        _fail(error)
+
+
+def _load(config: Path):
+    from dqrelease.inputs.config import load_config
+    from dqrelease.inputs.schema import load_schema
+
+    loaded = load_config(config)
+    return loaded, load_schema(loaded.schema_file)
+
+
+def _exit_without_teardown() -> None:
+    """Exit handler registered by :func:`main` before Prefect is imported: it runs after Prefect's handlers.
+
+    By then Prefect's own handlers have sent its last logs and events to the server. What remains is the
+    interpreter's teardown (clearing thousands of modules and collecting the objects Prefect, GX and pandas
+    created), 1-3 s that change nothing, except multiprocessing's exit handler, which is run here: it releases the
+    side process's queue semaphores, which otherwise stay registered while an exception's traceback still holds
+    them, and the resource tracker then prints a warning of leaked semaphores after the refusal's one line. Once
+    the logging handlers and the standard streams are flushed the process ends here with the command's exit code;
+    if flushing fails, the normal exit goes on.
+    """
+    code = _state.get("exit_code")
+    if not isinstance(code, int):
+        return
+    try:
+        multiprocessing.util._exit_function()  # registered before this handler, so it would run after it
+        logging.shutdown()  # registered before this handler, so it would run after it
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code)
+
+
+def main() -> None:  # pragma: no cover - console entry point (tests/cli run it as `python -m dqrelease.cli`)
+    """Entry point: run the command, then end the process without the interpreter's teardown."""
+    atexit.register(_exit_without_teardown)
+    try:
+        app()
+    except SystemExit as done:
+        _state["exit_code"] = 0 if done.code is None else done.code
+        raise

@@ -1,0 +1,121 @@
+"""``dqrelease budget show`` and ``dqrelease budget set-cap``: the ledger's caps, spending and charges."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from dqrelease.cli.app import _exit_codes, _load, _stdout, budget_app
+
+
+def _ledger(ledger: Path | None, config: Path | None):
+    from dqrelease.ledger import Ledger
+
+    if ledger is None and config is None:
+        raise typer.BadParameter("give --ledger PATH or --config CONFIG")
+    return Ledger(ledger if ledger is not None else _load(config)[0].ledger.path)
+
+
+SMALLEST_PLAIN = Fraction(1, 10_000)
+"""Amounts below this (typically δ) are shown in e-notation; larger ones as plain decimals."""
+
+
+def _amount(value: Fraction | None) -> str:
+    """An exact amount as a short decimal, rounded to 6 significant digits (``--json`` has the exact fraction).
+
+    A float amount such as δ = 1e-6 is stored at its binary value (slightly below 10⁻⁶); rounding to nearest
+    shows it as ``1e-6`` again.
+    """
+    from decimal import Decimal, localcontext
+
+    if value is None:
+        return "-"
+    with localcontext() as context:
+        context.prec = 6
+        number = (Decimal(value.numerator) / Decimal(value.denominator)).normalize()
+    if number == 0 or abs(value) >= SMALLEST_PLAIN:
+        return f"{number:f}"
+    return f"{number:e}".replace("e-0", "e-")
+
+
+def _budget_table(budgets: list[Any]) -> Table:
+    table = Table("dataset", "charges", "budget", "cap", "spent", "remaining")
+    for budget in budgets:
+        cap, spent, remaining = budget.cap, budget.spent, budget.remaining
+        names = ("epsilon", "delta", "rho") if cap is not None and cap.rho is not None else ("epsilon", "delta")
+        for index, name in enumerate(names):
+            table.add_row(
+                budget.dataset_id if index == 0 else "",
+                str(spent.charges) if index == 0 else "",
+                name,
+                "none" if cap is None else _amount(getattr(cap, name)),
+                _amount(getattr(spent, name)),
+                "-" if remaining is None else _amount(getattr(remaining, name)),
+            )
+    return table
+
+
+def _charges_table(charges: tuple[Any, ...]) -> Table:
+    table = Table("#", "charged at (UTC)", "run", "mechanism", "accounting", "epsilon", "delta", "rho")
+    for charge in charges:
+        table.add_row(
+            str(charge.seq), charge.charged_at.strftime("%Y-%m-%d %H:%M:%S"), charge.run_id, charge.mechanism,
+            charge.mode, _amount(charge.epsilon), _amount(charge.delta), _amount(charge.rho),
+        )
+    return table
+
+
+@budget_app.command("show")
+def budget_show(
+    dataset: Annotated[str | None, typer.Argument(help="Dataset id (default: all).")] = None,
+    ledger: Annotated[Path | None, typer.Option(metavar="FILE", help="Ledger DuckDB file.")] = None,
+    config: Annotated[
+        Path | None, typer.Option(metavar="CONFIG", help="Take the ledger path from this config.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON (exact amounts as fractions, every charge) instead.")
+    ] = False,
+) -> None:
+    """Show each dataset's cap, spent and remaining budget (and its charges when DATASET is given)."""
+    with _exit_codes():
+        store = _ledger(ledger, config)
+        budgets = store.budgets(dataset)
+    if as_json:
+        typer.echo(json.dumps([budget.as_dict() for budget in budgets], indent=2, default=str))
+        return
+    out = _stdout()
+    if not budgets:
+        which = f"dataset {dataset!r}" if dataset is not None else "any dataset"
+        out.print(f"ledger {store.path} has no cap or charge for {which}", markup=False, highlight=False)
+        return
+    out.print(_budget_table(budgets))
+    if dataset is not None and budgets[0].charges:
+        out.print(_charges_table(budgets[0].charges))
+    if any(budget.cap is None for budget in budgets):
+        out.print("a dataset without a cap refuses every charge: set one with `dqrelease budget set-cap`",
+                  markup=False, highlight=False)
+
+
+@budget_app.command("set-cap")
+def budget_set_cap(
+    dataset: Annotated[str, typer.Argument(help="Dataset id.")],
+    epsilon: Annotated[float, typer.Option(help="Cap on the total epsilon.")],
+    delta: Annotated[float, typer.Option(help="Cap on the total delta.")],
+    rho: Annotated[float | None, typer.Option(help="Optional zCDP cap.")] = None,
+    ledger: Annotated[Path | None, typer.Option(metavar="FILE", help="Ledger DuckDB file.")] = None,
+    config: Annotated[
+        Path | None, typer.Option(metavar="CONFIG", help="Take the ledger path from this config.")
+    ] = None,
+) -> None:
+    """Create or change a dataset's budget cap."""
+    with _exit_codes():
+        _ledger(ledger, config).set_cap(dataset, epsilon=epsilon, delta=delta, rho=rho)
+    _stdout().print(
+        f"cap of {dataset}: epsilon={epsilon}, delta={delta}" + (f", rho={rho}" if rho else ""),
+        markup=False, highlight=False,
+    )

@@ -1,0 +1,335 @@
+"""The release commands: ``run``, ``plan``, ``verify`` and ``serve``.
+
+A config, schema, plan or manifest is checked before Prefect is imported, so a refusal costs about a second; the
+side process imports Great Expectations and matplotlib meanwhile (:data:`SIDE_PROCESS_WARM_UP`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from dqrelease.cli.app import (
+    EXIT_CODES_HELP,
+    _exit_codes,
+    _load,
+    _prefect_environment,
+    _state,
+    _stdout,
+    app,
+    console,
+)
+
+SIDE_PROCESS_WARM_UP = ("dqrelease.expectations.engine:warm_up",)
+"""What the side process imports while a run starts: Great Expectations and its context (validation waits for it)."""
+
+SIDE_PROCESS_WHEN_IDLE = ("dqrelease.outputs.report:warm_up",)
+"""What it imports once first idle (after the raw table's validation): matplotlib's backend, for the report."""
+
+
+def _plan_public(loaded: Any, schema: Any) -> tuple[Any, Any, Any]:
+    """Domain, workload and plan from public quantities (plan None when n is a noisy count, known only later).
+
+    Raises the config errors a plan finds (exit 2) without importing Prefect, GX or Dask.
+    """
+    from dqrelease.inputs.encoding import domain_from_columns
+    from dqrelease.plan import build_workload, plan_release
+
+    domain = domain_from_columns(schema.columns)
+    workload = build_workload(loaded.workload, domain)
+    if loaded.privacy.n == "noisy":
+        return domain, workload, None
+    return domain, workload, plan_release(loaded, n=int(loaded.privacy.n), workload=workload)
+
+
+def _check_before_run(config: Path, dask: str | None, *, accept_low_utility: bool = False) -> Any:
+    """Refuse a missing or invalid config, schema, source path, plan or Dask address before Prefect starts.
+
+    A plan whose utility forecast is no better than publishing zeros or uniform data is refused too (exit 2,
+    nothing read or charged) unless ``accept_low_utility``.
+
+    Returns:
+        The release's schema.
+    """
+    loaded, schema = _load(config)
+    from dqrelease.inputs.ingest import check_source_files  # imports DuckDB and Arrow: only for a valid config
+    from dqrelease.runtime.cluster import local_worker_count
+
+    check_source_files(loaded.source)
+    _, workload, planned = _plan_public(loaded, schema)
+    if planned is not None and not accept_low_utility:
+        from dqrelease.plan import check_release_utility
+
+        check_release_utility(loaded, planned, n=int(loaded.privacy.n), workload=workload)
+    address = dask or loaded.run.dask_address
+    if address is not None:
+        local_worker_count(address)
+    return schema
+
+
+class _QuietConsole(logging.Filter):
+    """Keep Prefect's run logs off the terminal (they are in the Prefect server); keep other warnings.
+
+    A failed run reaches the CLI as its exception and is printed as one line; the run logs would repeat it
+    with two tracebacks.
+    """
+
+    RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING and not record.name.startswith(self.RUN_LOGGERS)
+
+
+PREFECT_SERVICE_LOGGERS = ("EventsWorker", "APILogWorker")
+"""Loggers of Prefect's queue services (``prefect._internal.concurrency.services``), named after their classes."""
+
+
+@contextmanager
+def _quiet_prefect_console() -> Iterator[None]:
+    """Filter Prefect's terminal handler with :class:`_QuietConsole` (not with --debug or ``run --verbose``).
+
+    Call it after importing the flow: ``prefect.main`` configures logging when it is imported.
+    """
+    if _state["debug"] or _state["verbose"]:
+        yield
+        return
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    quiet = _QuietConsole()
+    # Prefect's background services log "Still processing items: N items remaining..." while they drain at exit,
+    # after this context has ended (their loggers are named after the class): only their errors are shown
+    for service in PREFECT_SERVICE_LOGGERS:
+        logging.getLogger(service).setLevel(logging.ERROR)
+    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in ("uvicorn", "fastapi"))]
+    handlers = {h for lg in loggers for h in lg.handlers if isinstance(h, PrefectConsoleHandler)}
+    for handler in handlers:
+        handler.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(quiet)
+
+
+def _run_release(config: Path, *, quiet: bool, dask: str | None = None, accept_low_utility: bool = False) -> dict:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from dqrelease.runtime import progress
+    from dqrelease.runtime.prefect_server import prefect_api
+
+    _prefect_environment()
+    api = prefect_api()  # a server started here starts while the flow's imports run
+    from dqrelease.flows.release import run_release
+
+    # no bar when stderr is not a terminal (a log file or a pipe gets no redraw sequences)
+    bar = Progress(TextColumn("synthesizing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[status]}"), console=console, disable=quiet or not console.is_terminal)
+    handle = {}
+
+    def sink(done: int, total: int, public: dict) -> None:
+        if "task" not in handle:
+            handle["task"] = bar.add_task("rounds", total=total, status="")
+        bar.update(handle["task"], completed=done, status=progress.describe_round(public))
+
+    progress.set_sink(sink)
+    try:
+        with api.connected(), _quiet_prefect_console(), bar:
+            return run_release(str(config), dask_address=dask, accept_low_utility=accept_low_utility)
+    finally:
+        progress.clear_sink()
+
+
+@app.command()
+def run(
+    config: Annotated[Path, typer.Argument(metavar="CONFIG", help="Release config (TOML).")],
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="Also print Prefect's run logs (task states, rounds) on stderr.")
+    ] = False,
+    dask: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ADDRESS",
+            help="Dask scheduler (tcp://host:8786), or 'local' / 'local:N' for N local worker processes.",
+        ),
+    ] = None,
+    accept_low_utility: Annotated[
+        bool,
+        typer.Option(
+            "--accept-low-utility",
+            help="Publish even when the utility forecast is no better than publishing zeros or uniform data "
+            "(`dqrelease plan` shows it; without this flag such a release is refused before anything is read).",
+        ),
+    ] = False,
+) -> None:
+    """Run a release: ingest, validate, charge the budget, synthesize, publish."""
+    _state["verbose"] = verbose
+    from dqrelease.runtime import side_process
+
+    # Great Expectations and matplotlib are imported in the side process, on the other core, while this one checks
+    # the config and starts the run (a refusal kills it at once)
+    with _exit_codes(), side_process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE):
+        schema = _check_before_run(config, dask, accept_low_utility=accept_low_utility)
+        from dqrelease.expectations.validate import prepare_raw_suite
+
+        prepare_raw_suite(schema)  # built in the side process right after its imports, before the data is read
+        summary = _run_release(config, quiet=quiet, dask=dask, accept_low_utility=accept_low_utility)
+    out = _stdout()
+    cost = summary["privacy"][summary["accounting_mode"]]
+    mode = summary["accounting_mode"]
+    out.print(Text(f"release {summary['run_id']} published", style="green"))
+    for line in (
+        f"  synthetic table: {summary['release']}  ({', '.join(summary['outputs'])})",
+        f"  INTERNAL error report + audit manifest: {summary['internal']}",
+        f"  privacy charged ({mode}): epsilon={cost['epsilon']:.4g}, delta={cost['delta']:.3g}",
+    ):
+        out.print(line, markup=False, highlight=False)
+
+
+@app.command()
+def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")]) -> None:
+    """Show the privacy cost and the mechanism parameters without touching the data."""
+    with _exit_codes():
+        loaded, schema = _load(config)
+        domain, workload, result = _plan_public(loaded, schema)
+    out = _stdout()
+    if result is None:
+        from dqrelease.plan import mechanism_budget
+
+        epsilon, delta = mechanism_budget(loaded)
+        out.print(
+            f"release {loaded.name}: n is private (add/remove neighbours). The run first charges "
+            f"a Laplace count (epsilon={loaded.privacy.n_epsilon}, delta={loaded.privacy.delta / 2:.3g}), then "
+            f"plans {loaded.mechanism.name} within epsilon={epsilon}, delta={delta:.3g} using the count's "
+            "lower bound; the number of rounds and the utility forecast are known only after the count (a release "
+            "forecast to be no better than zeros or uniform is refused then, before its own charge, unless "
+            "--accept-low-utility).", markup=False, highlight=False,
+        )
+        return
+    out.print(f"release {loaded.name}: {domain.n_bits} binary attributes from {len(domain)} columns, "
+              f"workload {workload.description} ({len(workload):,} queries)", markup=False, highlight=False)
+    table = Table("parameter", "value")
+    for key, value in result.parameters.items():
+        table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
+    out.print(table)
+    costs = Table("accounting", "epsilon", "delta", "rho", "analysis")
+    for mode, cost in result.costs.items():
+        marker = " (charged)" if mode == result.mode else ""
+        costs.add_row(mode + marker, f"{cost.epsilon:.5g}", f"{cost.delta:.3g}",
+                      "" if cost.rho is None else f"{cost.rho:.5g}", cost.method)
+    out.print(costs)
+    for note in result.notes:
+        out.print(note, markup=False, highlight=False)
+    _print_forecast(out, loaded, result, workload)
+
+
+def _print_forecast(out: Console, loaded: Any, result: Any, workload: Any) -> None:
+    """The utility forecast next to the baselines', and a warning (with a passing choice) when it is no better."""
+    from dq_engine.evaluation.forecast import judge_forecast
+    from dqrelease.mechanisms.dispatch import recommendation
+    from dqrelease.mechanisms.utility import ACCEPT_FLAG, forecast_plan, forecast_shape
+    from dqrelease.plan import mechanism_budget, plan_inputs
+
+    n = int(loaded.privacy.n)
+    inputs = plan_inputs(loaded, n=n, workload=workload)
+    shape = forecast_shape(inputs, rows=loaded.output.rows or n)
+    predicted = forecast_plan(result, shape)
+    if predicted is None:
+        out.print(f"forecast: no model for {result.mechanism}; its utility is not checked", markup=False,
+                  highlight=False)
+        return
+    verdict = judge_forecast(predicted, shape)
+    table = Table("forecast (public quantities only)", "worst one-way cell", "workload max", "source")
+    for row in (verdict.forecast, *verdict.baselines):
+        cells = row.worst_one_way_cell, row.workload_max
+        table.add_row(row.label, *(cell.shown() for cell in cells),
+                      " / ".join(dict.fromkeys(cell.source for cell in cells)))
+    out.print(table)
+    out.print("theory: closed form of the mechanism's noise; calibrated: noise formula x constants fitted on "
+              "benchmark runs; bound: a public lower bound (docs/engine.md, 'Forecast')", markup=False,
+              highlight=False)
+    if verdict.passes:
+        return
+    epsilon, _ = mechanism_budget(loaded)
+    offset = 0.0 if epsilon is None else loaded.privacy.epsilon - epsilon
+    out.print(Text.assemble(
+        ("warning: ", "yellow"),
+        f"low utility: {'; '.join(verdict.failures)}. `dqrelease run` refuses this release unless {ACCEPT_FLAG} "
+        f"is given; use {recommendation(inputs, epsilon_offset=offset)}",
+    ), highlight=False)
+
+
+VERIFY_HELP = (
+    "Check a release against its audit manifest: the published files, then a replay that must reproduce them "
+    "byte for byte.\n\n"
+    "The replay re-runs a seeded release with its recorded seed. Before it reads any data it checks that the "
+    "config, schema, input files, code and package versions are the ones the manifest recorded, and refuses "
+    "otherwise (exit 6, naming what differs). It charges nothing, the noisy count included, and publishes nothing. "
+    "An unseeded release cannot be replayed (exit 7); a published file or a replayed output that differs from the "
+    "manifest is exit 5."
+)
+
+
+@app.command(help=VERIFY_HELP, epilog=EXIT_CODES_HELP)
+def verify(
+    manifest: Annotated[Path, typer.Argument(help="internal/<run_id>/manifest.json of the release.")],
+    release: Annotated[
+        Path | None, typer.Option(help="Published release directory (default: <output.directory>/releases/<run_id>).")
+    ] = None,
+) -> None:
+    """Check a release against its manifest: published files, then an uncharged replay (see VERIFY_HELP)."""
+    with _exit_codes():
+        from dqrelease.outputs.replay import check_published, compare_outputs, prepare_replay, read_manifest
+
+        record = read_manifest(manifest)
+        formats = check_published(record, release_dir=release)
+        _stdout().print(f"published files match the manifest: {', '.join(formats)}", markup=False, highlight=False)
+        prepare_replay(manifest)  # refuse before Prefect starts; the replay flow checks again before reading
+        from dqrelease.runtime import side_process
+        from dqrelease.runtime.prefect_server import prefect_api
+
+        # as for `run`: slow imports beside the replay's start
+        with side_process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE):
+            _prefect_environment()
+            api = prefect_api()
+            from dqrelease.flows.release import replay_release
+
+            with api.connected(), _quiet_prefect_console():
+                summary = replay_release(str(manifest))
+        expected = {fmt: output.model_dump() for fmt, output in record.outputs.items()}
+        reproduced = compare_outputs(expected, summary["outputs"])
+    _stdout().print(
+        Text.assemble(("verified", "green"), f": {', '.join(reproduced)} reproduced byte for byte by a replay "
+                      "(nothing charged, nothing published)"),
+        highlight=False,
+    )
+
+
+@app.command()
+def serve(
+    config: Annotated[Path, typer.Argument(help="Release config (TOML).")],
+    cron: Annotated[str, typer.Option(help="Cron schedule, e.g. '0 6 1 * *' (06:00 on the 1st).")],
+    name: Annotated[str | None, typer.Option(help="Deployment name (default: the release name).")] = None,
+) -> None:
+    """Serve a Prefect deployment that runs the release on a cron schedule (blocks; Ctrl-C stops)."""
+    with _exit_codes():
+        loaded, _ = _load(config)
+        _prefect_environment()
+        from dqrelease.runtime.prefect_server import prefect_api
+
+        api = prefect_api()
+        from dqrelease.flows.release import release
+
+        with api.connected():  # the deployment and its runs live in the same server as `dqrelease run`'s
+            release.serve(
+                name=name or loaded.name, cron=cron, parameters={"config_path": str(Path(config).resolve())}
+            )
