@@ -30,6 +30,7 @@ Cup 99 sample), not tuned on the benchmark data; the docstrings below give each 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from dq_engine.errors import AccountingError, ConfigError
 from dq_engine.fit.mwem import MWEMConfig, calibrate_mwem
@@ -52,14 +53,13 @@ __all__ = [
     "MWEM_ROUNDS",
     "SEPFEM_NOISE_SCALE",
     "SEPFEM_ROUNDS_CAP",
-    "fem_config",
     "fem_rounds",
     "ftpl_oracle",
     "ftpl_samples",
+    "game_config",
     "mwem_config",
     "mwem_particle_rounds",
     "mwem_particles_config",
-    "sepfem_config",
 ]
 
 FEM_NOISE_SCALE = 1.0
@@ -147,31 +147,15 @@ def _game_budget(
     return calibrate_fem(epsilon=public.epsilon, delta=public.delta, mode=mode, rounds=rounds)
 
 
-def _game_config(
-    config_type: type[FEMConfig] | type[SepFEMConfig],
-    public: PublicQuantities,
-    *,
-    mode: AccountingMode,
-    cap: int,
-    default_noise_scale: float,
-    rounds: int | None,
-    epsilon_0: float | None,
-    samples: int | None,
-    noise_scale: float | None,
-    oracle: OracleConfig | None,
-    workers: int,
-    track_error: bool,
-) -> FEMConfig | SepFEMConfig:
-    """The FEM / sepFEM rule for ``config_type``: budget from :func:`_game_budget`, explicit values kept."""
-    epsilon_0, rounds = _game_budget(public, mode=mode, cap=cap, rounds=rounds, epsilon_0=epsilon_0)
-    return config_type(
-        epsilon_0=epsilon_0, noise_scale=default_noise_scale if noise_scale is None else noise_scale,
-        samples=ftpl_samples(rounds) if samples is None else samples, rounds=rounds, delta=public.delta,
-        oracle=ftpl_oracle() if oracle is None else oracle, workers=workers, track_error=track_error,
-    )
+_GAMES: dict[str, tuple[type[FEMConfig] | type[SepFEMConfig], int, float]] = {
+    "fem": (FEMConfig, FEM_ROUNDS_CAP, FEM_NOISE_SCALE),
+    "sepfem": (SepFEMConfig, SEPFEM_ROUNDS_CAP, SEPFEM_NOISE_SCALE),
+}
+"""The one rule's parameter sets: the config type, the cap on T and the perturbation scale η of each game."""
 
 
-def fem_config(
+def game_config(
+    mechanism: Literal["fem", "sepfem"],
     public: PublicQuantities,
     *,
     mode: AccountingMode = "tight",
@@ -182,37 +166,23 @@ def fem_config(
     oracle: OracleConfig | None = None,
     workers: int = 1,
     track_error: bool = True,
-) -> FEMConfig:
-    """FEM's rule (see the module docstring); explicit arguments replace the rule's values.
+) -> FEMConfig | SepFEMConfig:
+    """The FEM / sepFEM rule (see the module docstring); explicit arguments replace the rule's values.
+
+    FEM and sepFEM share the rule; sepFEM's T is capped at :data:`SEPFEM_ROUNDS_CAP` (FEM's at
+    :data:`FEM_ROUNDS_CAP`) and its separator weights have Laplace scale :data:`SEPFEM_NOISE_SCALE` (FEM's
+    perturbation :data:`FEM_NOISE_SCALE`).
 
     Raises:
         AccountingError: If the target cannot be met, or explicit ``rounds`` and ``epsilon_0`` exceed it.
         ConfigError: If neither a target ε nor both ``rounds`` and ``epsilon_0`` are given.
     """
-    return _game_config(
-        FEMConfig, public, mode=mode, cap=FEM_ROUNDS_CAP, default_noise_scale=FEM_NOISE_SCALE,
-        rounds=rounds, epsilon_0=epsilon_0, samples=samples, noise_scale=noise_scale, oracle=oracle,
-        workers=workers, track_error=track_error,
-    )
-
-
-def sepfem_config(
-    public: PublicQuantities,
-    *,
-    mode: AccountingMode = "tight",
-    rounds: int | None = None,
-    epsilon_0: float | None = None,
-    samples: int | None = None,
-    noise_scale: float | None = None,
-    oracle: OracleConfig | None = None,
-    workers: int = 1,
-    track_error: bool = True,
-) -> SepFEMConfig:
-    """The sepFEM rule: FEM's with T capped at 100 and separator weights of Laplace scale 0.5."""
-    return _game_config(
-        SepFEMConfig, public, mode=mode, cap=SEPFEM_ROUNDS_CAP, default_noise_scale=SEPFEM_NOISE_SCALE,
-        rounds=rounds, epsilon_0=epsilon_0, samples=samples, noise_scale=noise_scale, oracle=oracle,
-        workers=workers, track_error=track_error,
+    config_type, cap, default_noise_scale = _GAMES[mechanism]
+    epsilon_0, rounds = _game_budget(public, mode=mode, cap=cap, rounds=rounds, epsilon_0=epsilon_0)
+    return config_type(
+        epsilon_0=epsilon_0, noise_scale=default_noise_scale if noise_scale is None else noise_scale,
+        samples=ftpl_samples(rounds) if samples is None else samples, rounds=rounds, delta=public.delta,
+        oracle=ftpl_oracle() if oracle is None else oracle, workers=workers, track_error=track_error,
     )
 
 

@@ -2,7 +2,7 @@
 
 Both play the primal game: each round selects a query with the exponential mechanism (ε₀ per selection) and
 the data player answers with follow-the-perturbed-leader records from the CP-SAT oracle; the release is the
-union of the per-round samples. The rule (:func:`dq_engine.mechanisms.defaults.fem_config`) sets T, s and η from public
+union of the per-round samples. The rule (:func:`dq_engine.mechanisms.defaults.game_config`) sets T, s and η from public
 quantities and calibrates ε₀ to the target; keys given replace the rule's values.
 """
 
@@ -74,7 +74,7 @@ class SepFEMKeys(_GameKeys):
 
 
 def _plan(keys: FEMKeys | SepFEMKeys, inputs: PlanInputs) -> ReleasePlan:
-    from dq_engine.mechanisms.defaults import FEM_ROUNDS_CAP, SEPFEM_ROUNDS_CAP, fem_config, ftpl_oracle, sepfem_config
+    from dq_engine.mechanisms.defaults import FEM_ROUNDS_CAP, SEPFEM_ROUNDS_CAP, ftpl_oracle, game_config
     from dq_engine.mechanisms.fem import fem_events
     from dq_engine.privacy.accounting import fem_costs
 
@@ -82,9 +82,8 @@ def _plan(keys: FEMKeys | SepFEMKeys, inputs: PlanInputs) -> ReleasePlan:
     oracle = None
     if keys.oracle.model_fields_set:  # the FTPL default, with the keys given replacing it
         oracle = oracle_config(keys.oracle, deterministic=inputs.deterministic, base=ftpl_oracle())
-    build = fem_config if keys.name == "fem" else sepfem_config
-    engine_config = build(
-        public, mode=mode, rounds=keys.rounds, epsilon_0=keys.epsilon_0, samples=keys.samples,
+    engine_config = game_config(
+        keys.name, public, mode=mode, rounds=keys.rounds, epsilon_0=keys.epsilon_0, samples=keys.samples,
         noise_scale=keys.eta, oracle=oracle, workers=keys.workers,
     )
     events = tuple(fem_events(engine_config.epsilon_0, engine_config.rounds))

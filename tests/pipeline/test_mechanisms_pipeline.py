@@ -10,6 +10,7 @@ exceed the target; the default rules give the parameters recorded in the benchma
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import re
 import tomllib
@@ -23,7 +24,7 @@ from typer.testing import CliRunner
 from dq_engine import Domain, make_rng, random_marginals
 from dq_engine.fit.mwem import mwem_events
 from dq_engine.fit.table_fit import fit_events
-from dq_engine.mechanisms.defaults import fem_config, sepfem_config
+from dq_engine.mechanisms.defaults import game_config
 from dq_engine.mechanisms.fem import fem_events
 from dq_engine.privacy.accounting import combined_costs, fem_costs, mwem_costs
 from dq_engine.privacy.public import PublicQuantities
@@ -338,8 +339,8 @@ BENCH_RESULTS = ROOT / "bench" / "results" / "mechanisms.csv"
 ADULT_PGM_DOMAIN = "adult_pgm/adult-domain.json"
 """The private-pgm Adult domain of the benchmark, a file of the shared data directory."""
 RULES = {
-    "fem": (fem_config, ("epsilon_0", "noise_scale", "samples", "rounds")),
-    "sepfem": (sepfem_config, ("epsilon_0", "noise_scale", "samples", "rounds")),
+    "fem": (functools.partial(game_config, "fem"), ("epsilon_0", "noise_scale", "samples", "rounds")),
+    "sepfem": (functools.partial(game_config, "sepfem"), ("epsilon_0", "noise_scale", "samples", "rounds")),
 }
 """Default rules whose parameters ``bench/mechanisms.py`` recorded on ADULT (MWEM over the universe refused).
 
