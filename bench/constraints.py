@@ -43,7 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.scale_common import machine  # noqa: E402
+from bench.scale_common import machine, study_grant  # noqa: E402
 from dq_engine import Dataset, all_kway_marginals, answer_workload, make_rng  # noqa: E402
 from dq_engine.data.answers import answer_records  # noqa: E402
 from dq_engine.data.workload import concatenate_workloads  # noqa: E402
@@ -103,9 +103,10 @@ def one_run(
     inputs = PlanInputs(public=public, mode="tight", deterministic=True, constraints=constraints if use_rules else None)
     plan = plan_mechanism(keys, inputs)
     load = os.getloadavg()[0]
+    grant = study_grant(plan)
     cpu_before = _cpu_seconds()
     began = time.perf_counter()
-    result = run_mechanism(plan, RunInputs(data=data, workload=workload, rng=make_rng(seed)))
+    result = run_mechanism(grant, RunInputs(data=data, workload=workload, rng=make_rng(seed)))
     seconds = time.perf_counter() - began
     cpu = _cpu_seconds() - cpu_before
     published = result.sample_rows(data.n, make_rng(10_000 + seed))

@@ -39,6 +39,7 @@ from dq_engine.oracle import OracleConfig, best_response, problem_from_samples
 from dq_engine.privacy.calibration import calibrate_rounds
 from dq_engine.privacy.mw import QueryDistribution
 from dq_engine.privacy.rng import make_rng
+from bench.scale_common import benchmark_grant
 
 SEED = 2024
 
@@ -217,7 +218,7 @@ def bench_dualquery(adult: dq_engine.Dataset, *, eta: float, samples: int, round
     true_answers = answer_workload(adult, workload)
     answer_seconds = time.perf_counter() - began
     began = time.perf_counter()
-    result = dualquery(adult, workload, config, rng=make_rng(SEED))
+    result = dualquery(adult, workload, config, grant=benchmark_grant(), rng=make_rng(SEED))
     run_seconds = time.perf_counter() - began
     codes = result.records
     synthetic = dq_engine.answer_records(workload, adult.domain.encode_records(codes))

@@ -34,6 +34,7 @@ from dq_engine.mechanisms.dualquery import DualQueryConfig, RoundLoop
 from dq_engine.oracle import BestResponseProblem, OracleConfig, problem_from_samples
 from dq_engine.privacy.rng import make_rng
 from dqrelease.inputs.data_home import require_shared_data_dir
+from bench.scale_common import benchmark_grant
 
 ADULT_CSV = "adult_pgm/adult.csv"
 ADULT_DOMAIN = "adult_pgm/adult-domain.json"
@@ -167,7 +168,7 @@ def capture_instances(
     config = DualQueryConfig(eta=eta, samples=samples, rounds=rounds, oracle=oracle, track_error=False,
                              free_policy="zero")
     rng = make_rng(seed)
-    loop = RoundLoop(dataset, workload, config, rng)
+    loop = RoundLoop(dataset, workload, config, rng, grant=benchmark_grant(), mechanism="dualquery")
     wanted = set(capture_rounds(rounds))
     out.mkdir(parents=True, exist_ok=True)
     paths = []

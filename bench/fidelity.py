@@ -93,7 +93,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.scale_common import machine  # noqa: E402
+from bench.scale_common import machine, study_grant  # noqa: E402
 from dq_engine import Dataset, make_rng, random_marginals  # noqa: E402
 from dq_engine.data.answers import error_summary  # noqa: E402
 from dq_engine.data.workload import Workload  # noqa: E402
@@ -324,8 +324,9 @@ def run_ours(name: str, loaded: Loaded, reference: FidelityReference, epsilon: f
     except (DQEngineError, ConfigInvalidError) as refusal:
         return {"status": "refused", "note": f"{type(refusal).__name__}: {refusal}",
                 "plan_seconds": time.perf_counter() - began}
+    grant = study_grant(plan)
     planned = time.perf_counter()
-    result = run_mechanism(plan, RunInputs(data=loaded.data, workload=loaded.workload, rng=make_rng(seed),
+    result = run_mechanism(grant, RunInputs(data=loaded.data, workload=loaded.workload, rng=make_rng(seed),
                                            true_answers=reference.answers))
     seconds = time.perf_counter() - planned
     published = result.sample_rows(loaded.data.n, make_rng(PUBLISH_SEED_OFFSET + seed))

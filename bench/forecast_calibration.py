@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from scale_common import machine
+from scale_common import machine, study_grant
 
 from dq_engine import Dataset, Domain, answer_workload, make_rng
 from dq_engine.evaluation import forecast
@@ -212,8 +212,9 @@ def run_one(shape_name: str, data: Dataset, workload, truth, epsilon: float, var
     plan = plan_mechanism(MECHANISMS[name].keys(**keys), inputs)
     shape = forecast_shape(inputs)
     predicted = forecast_plan(plan, shape)
+    grant = study_grant(plan)
     start = time.perf_counter()
-    result = run_mechanism(plan, RunInputs(data=data, workload=workload, rng=make_rng(seed), true_answers=truth))
+    result = run_mechanism(grant, RunInputs(data=data, workload=workload, rng=make_rng(seed), true_answers=truth))
     seconds = time.perf_counter() - start
     published = result.sample_rows(data.n, make_rng(seed + 1000))
     reference = fidelity_reference(data, workload=workload, true_answers=truth)

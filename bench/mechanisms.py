@@ -63,6 +63,9 @@ from dqrelease.inputs.data_home import require_shared_data_dir
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, ReleasePlan, RunInputs, plan_mechanism, run_mechanism
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script (bench/ first on the path) or imported as bench.mechanisms
+    sys.path.insert(0, str(ROOT))
+from bench.scale_common import study_grant  # noqa: E402
 EPSILONS = (0.1, 0.15, 0.2, 0.25, 0.5, 1.0)
 WORKLOAD_SEED = 0
 TIME_BUDGET = 65.0
@@ -175,7 +178,7 @@ def run_planned(planned: ReleasePlan, data: Dataset, workload: Workload,
                 rng: np.random.Generator) -> tuple[np.ndarray, SynthesisResult, str]:
     """Run a registry plan; the synthetic distribution's answers on the workload, the result and a note."""
     name = planned.mechanism
-    result = run_mechanism(planned, RunInputs(data=data, workload=workload, rng=rng))
+    result = run_mechanism(study_grant(planned), RunInputs(data=data, workload=workload, rng=rng))
     if name == "randomized_response":
         return estimate_answers(result, workload, proper=True), result, "proper estimator (seed 003 eq. 14)"
     return MarginalIndex(workload).answers(result.records, result.weights), result, ""

@@ -51,6 +51,7 @@ from dq_engine.oracle import OracleConfig, problem_from_samples
 from dq_engine.oracle.cpsat import solve_cpsat
 from dq_engine.privacy.mw import QueryDistribution
 from dq_engine.privacy.rng import make_rng
+from bench.scale_common import benchmark_grant
 
 ETA, SAMPLES = 1.2, 1750
 
@@ -108,7 +109,7 @@ def main() -> None:
     config = DualQueryConfig(eta=ETA, samples=SAMPLES, rounds=rounds, delta=1e-3, free_policy="zero",
                              track_error=False)
     rng = make_rng(0)
-    loop = RoundLoop(data, workload, config, rng, truth)
+    loop = RoundLoop(data, workload, config, rng, truth, grant=benchmark_grant(), mechanism="dualquery")
     step = iter(range(1, rounds + 1))
     profiled("dualquery_rounds", lambda: loop.play(next(step), loop.distribution.sample(SAMPLES, rng)), directory,
              calls=rounds)

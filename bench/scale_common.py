@@ -18,6 +18,7 @@ from dq_engine.data.dataset import Dataset
 from dq_engine.data.workload import Workload
 from dq_engine.evaluation.baselines import zeros_answers
 from dq_engine.mechanisms.dualquery import DualQueryConfig, RoundLoop
+from dq_engine.privacy.grant import PrivacyGrant
 from dq_engine.privacy.rng import make_rng
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +26,31 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PACKAGES = ("numpy", "scipy", "pandas", "ortools", "opendp", "duckdb", "great_expectations", "prefect",
             "pyinstrument", "matplotlib")
+
+
+BENCHMARK_EPSILON = 1e4
+"""A benchmark's stated budget: it runs on public data sets and measures the mechanisms' own costs, far below."""
+
+
+def benchmark_grant(purpose: str = "benchmark on a public data set") -> PrivacyGrant:
+    """The engine grant a benchmark spends its runs on (``dq_engine.privacy.grant``; tight accounting)."""
+    return PrivacyGrant(epsilon=BENCHMARK_EPSILON, delta=1e-3, purpose=purpose)
+
+
+def study_grant(plan, *, run_id: str = "bench-run"):
+    """A ledger-charged grant of a registry ``plan`` (``dqrelease.ledger.grants.grant_for_study``).
+
+    The charge goes to a throw-away ledger in a temporary folder with a :data:`BENCHMARK_EPSILON` cap.
+    """
+    import tempfile
+
+    from dqrelease.ledger import Ledger
+    from dqrelease.ledger.grants import grant_for_study
+
+    folder = Path(tempfile.mkdtemp(prefix="dqrelease-study-"))
+    ledger = Ledger(folder / "ledger.duckdb")
+    ledger.ensure_cap("study", epsilon=BENCHMARK_EPSILON, delta=0.5)
+    return grant_for_study(plan, ledger=ledger, dataset_id="study", run_id=run_id)
 
 
 def machine() -> dict:
@@ -82,7 +108,7 @@ def run_dualquery_timed(data: Dataset, workload: Workload, true_answers: np.ndar
     """
     rng = make_rng(seed)
     began = time.perf_counter()
-    loop = RoundLoop(data, workload, config, rng, true_answers)
+    loop = RoundLoop(data, workload, config, rng, true_answers, grant=benchmark_grant(), mechanism="dualquery")
     setup = time.perf_counter() - began
     for t in range(1, config.rounds + 1):
         t0 = time.perf_counter()

@@ -52,6 +52,7 @@ from scale_common import machine, save_plot
 from dq_engine import Dataset, answer_workload, dualquery, make_rng, random_marginals
 from dq_engine.data.answers import error_summary
 from dq_engine.data.marginal_tables import MarginalIndex
+from bench.scale_common import benchmark_grant
 
 ROOT = Path(__file__).resolve().parents[1]
 SMARTNOISE_PYTHON = ROOT / ".venv-smartnoise" / "bin" / "python"
@@ -67,7 +68,7 @@ def run_dualquery(data: Dataset, workload, truth: np.ndarray, epsilon: float, de
                     n_marginals=workload.n_marginals, smoke=smoke)
     config = rule_dualquery(public)
     began = time.perf_counter()
-    result = dualquery(data, workload, config, rng=make_rng(DUALQUERY_SEED))
+    result = dualquery(data, workload, config, grant=benchmark_grant(), rng=make_rng(DUALQUERY_SEED))
     seconds = time.perf_counter() - began
     answers = MarginalIndex(workload).answers(result.records, result.weights)
     return {"mechanism": "dualquery", "status": "ok", "seconds": seconds, "subprocess_seconds": None,

@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import hashlib
 import math
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from dqrelease.errors import ConfigInvalidError
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "build_workload",
+    "ledger_amounts",
     "check_release_utility",
     "count_event",
     "mechanism_budget",
@@ -229,3 +231,27 @@ def _plan_key(config: ReleaseConfig, inputs: PlanInputs) -> tuple:
         config.mechanism.model_dump_json(), inputs.public, inputs.mode, inputs.deterministic, inputs.constraints,
         digest.hexdigest(),
     )
+
+
+def ledger_amounts(plan: ReleasePlan) -> tuple[Fraction, Fraction, Fraction | None]:
+    """The plan's charge as exact ledger amounts ``(ε, δ, ρ)``, never below the cost.
+
+    * A pure cost that is the basic composition of the plan's events is that sum, exactly (each event's ε
+      as the exact value of its float), so a pure release whose ε equals the cap fits it;
+    * any other ε, and ρ, are computed in float64 and are rounded up (:func:`rounded_up`);
+    * δ is the analysis' input (the configured δ or its share), not a computed value: exact.
+    """
+    from dq_engine.privacy.accounting import ZCDPEvent, rounded_up
+
+    cost = plan.charged
+    exact_pure = sum(
+        (event.count * Fraction(event.epsilon) for event in plan.events if not isinstance(event, ZCDPEvent)),
+        Fraction(0),
+    )
+    is_basic_composition = (
+        cost.delta == 0 and cost.pure_epsilon is not None and cost.epsilon == cost.pure_epsilon
+        and not any(isinstance(event, ZCDPEvent) and event.count and event.rho for event in plan.events)
+        and float(exact_pure) == cost.epsilon
+    )
+    epsilon = exact_pure if is_basic_composition else rounded_up(cost.epsilon)
+    return epsilon, Fraction(cost.delta), rounded_up(cost.rho)

@@ -18,7 +18,7 @@ from dqrelease.ledger import Ledger
 from dqrelease.mechanisms import ReleasePlan
 from dqrelease.outputs.replay import ReplayTarget
 from dqrelease.outputs.runs import RunContext
-from dqrelease.plan import build_workload, count_event, plan_release, planning_n
+from dqrelease.plan import build_workload, count_event, ledger_amounts, plan_release, planning_n
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 
 
@@ -46,28 +46,6 @@ def plan_privacy(config: ReleaseConfig, n: int, workload: Workload) -> ReleasePl
         plan.mechanism, plan.mode, plan.charged.epsilon, plan.charged.delta, plan.parameters.get("rounds"),
     )
     return plan
-
-
-def ledger_amounts(plan: ReleasePlan) -> tuple[Fraction, Fraction, Fraction | None]:
-    """The plan's charge as exact ledger amounts ``(ε, δ, ρ)``, never below the cost.
-
-    * A pure cost that is the basic composition of the plan's events is that sum, exactly (each event's ε
-      as the exact value of its float), so a pure release whose ε equals the cap fits it;
-    * any other ε, and ρ, are computed in float64 and are rounded up (:func:`rounded_up`);
-    * δ is the analysis' input (the configured δ or its share), not a computed value: exact.
-    """
-    cost = plan.charged
-    exact_pure = sum(
-        (event.count * Fraction(event.epsilon) for event in plan.events if not isinstance(event, ZCDPEvent)),
-        Fraction(0),
-    )
-    is_basic_composition = (
-        cost.delta == 0 and cost.pure_epsilon is not None and cost.epsilon == cost.pure_epsilon
-        and not any(isinstance(event, ZCDPEvent) and event.count and event.rho for event in plan.events)
-        and float(exact_pure) == cost.epsilon
-    )
-    epsilon = exact_pure if is_basic_composition else rounded_up(cost.epsilon)
-    return epsilon, Fraction(cost.delta), rounded_up(cost.rho)
 
 
 @task(name="charge-budget", **TASK_OPTIONS)

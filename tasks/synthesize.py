@@ -49,7 +49,7 @@ def synthesize(
     Raises:
         UnchargedRunError: ``grant`` is not a :class:`~dqrelease.ledger.grants.MechanismGrant`.
     """
-    plan = granted_plan(grant)
+    plan = granted_plan(grant)  # refuses anything but a MechanismGrant before the data is touched
     logger = get_run_logger()
     total = plan.progress_rounds
     artifact = create_progress_artifact(0.0, description=f"{plan.mechanism}: rounds completed (%)")
@@ -68,4 +68,4 @@ def synthesize(
     inputs = RunInputs(
         data=data, workload=workload, rng=rng, progress=on_round, true_answers=true_answers, dask_address=dask_address
     )
-    return run_mechanism(plan, inputs)
+    return run_mechanism(grant, inputs)

@@ -98,6 +98,7 @@ from dq_engine.privacy.accounting import (
     within_target,
 )
 from dq_engine.privacy.exponential_mechanism import select_signed_query
+from dq_engine.privacy.grant import PrivacyGrant, require_grant
 from dq_engine.results import RoundDiagnostics, SynthesisResult
 
 __all__ = [
@@ -369,6 +370,7 @@ def mwem(
     workload: Workload,
     config: MWEMConfig,
     *,
+    grant: PrivacyGrant,
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
     constraints: Constraints | None = None,
@@ -382,6 +384,7 @@ def mwem(
         data: Private dataset (``n`` records).
         workload: Positive queries (selection is over them and their negations).
         config: Parameters.
+        grant: The budget this run spends before it reads ``data`` (refused when it does not cover the run).
         rng: Generator (support, selections, noise).
         progress: Called after every round with its diagnostics.
         constraints: Public rules: infeasible records get weight 0 (universe) or are never particles (sampled).
@@ -400,6 +403,7 @@ def mwem(
     """
     if data.domain != workload.domain:
         raise ConfigError("the dataset and the workload are over different domains")
+    require_grant(grant, mechanism="MWEM").spend(mwem_events(config), mechanism="MWEM")
     domain = data.domain
     index = MarginalIndex(workload)
     if constraints is not None and len(constraints):

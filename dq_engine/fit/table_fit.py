@@ -37,6 +37,7 @@ from dq_engine.data.workload import Workload, all_kway_marginals, concatenate_wo
 from dq_engine.errors import ConfigError
 from dq_engine.fit.mwem import MWEMConfig, mwem, mwem_events
 from dq_engine.privacy.accounting import PrivacyEvent, combined_costs
+from dq_engine.privacy.grant import PrivacyGrant
 from dq_engine.results import RoundDiagnostics, SynthesisResult
 
 __all__ = ["MAX_FIT_MARGINALS", "fit_events", "fit_table", "fit_workload"]
@@ -72,6 +73,7 @@ def fit_table(
     result: SynthesisResult,
     config: MWEMConfig,
     *,
+    grant: PrivacyGrant,
     rng: np.random.Generator,
     constraints: Constraints | None = None,
     progress: Callable[[RoundDiagnostics], None] | None = None,
@@ -84,6 +86,8 @@ def fit_table(
         workload: The release workload (the fit selects among :func:`fit_workload` of it).
         result: The mechanism's output (its records seed the particles).
         config: MWEM on particles (``support="sampled"``, ``seed_fraction`` > 0 to use the records).
+        grant: The budget the fit's events are spent on before it reads ``data``: the one the mechanism spent
+            its own events on, so the two are composed together.
         rng: Generator for the fit's draws.
         constraints: Public rules: particles stay feasible.
         progress: Called after every fit round, numbered after the mechanism's rounds.
@@ -108,7 +112,7 @@ def fit_table(
             progress(dataclasses.replace(diagnostics, round=offset + diagnostics.round))
 
     fitted = mwem(
-        data, fit_workload(workload), config, rng=rng, progress=forward, constraints=constraints, seeds=result.records,
+        data, fit_workload(workload), config, grant=grant, rng=rng, progress=forward, constraints=constraints, seeds=result.records,
         seed_weights=result.weights, public_n=public_n,
     )
     events = [*result.events, *fitted.events]

@@ -37,6 +37,7 @@ from dq_engine.errors import ConfigError
 from dq_engine.mechanisms.dualquery import DualQueryConfig, ProgressCallback, RoundLoop
 from dq_engine.oracle import FreeNoise, FreePolicy, FreeScope, OracleConfig
 from dq_engine.privacy.exact_sampling import bernoulli_exp
+from dq_engine.privacy.grant import PrivacyGrant
 from dq_engine.privacy.mw import QueryDistribution, SampledQueries
 from dq_engine.privacy.theorems import dqrs_events, dqrs_fresh_samples, dqrs_gamma, dqrs_rejects, dqrs_topup_reserve
 from dq_engine.results import SynthesisResult
@@ -143,6 +144,7 @@ def dqrs(
     workload: Workload,
     config: DQRSConfig,
     *,
+    grant: PrivacyGrant,
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
     true_answers: np.ndarray | None = None,
@@ -154,13 +156,17 @@ def dqrs(
         data: Private dataset.
         workload: Positive queries (closed under negation internally).
         config: Parameters.
+        grant: The budget this run spends before it reads ``data`` (refused when it does not cover the run).
         rng: Generator.
         progress: Called after every round with its diagnostics.
         true_answers: Precomputed exact answers of the workload (optional).
         constraints: Public rules; every published row keeps them (None: no rules).
     """
     shared = config.as_dualquery()
-    loop = RoundLoop(data, workload, shared, rng, true_answers, constraints=constraints)
+    loop = RoundLoop(
+        data, workload, shared, rng, true_answers, constraints=constraints, grant=grant, mechanism="dqrs",
+        topup_fraction=config.topup_fraction,
+    )
     samples = loop.distribution.sample(config.samples, rng)  # S_1 from the uniform Q^1: free
     extra: dict[str, float] = {}
     for t in range(1, config.rounds + 1):
@@ -184,5 +190,4 @@ def dqrs(
             target=config.samples,
             rng=rng,
         )
-    events = dqrs_events(config.eta, config.samples, config.rounds, data.n, topup_fraction=config.topup_fraction)
-    return loop.result("dqrs", events, paper_analysis="zcdp", topup_fraction=config.topup_fraction)
+    return loop.result("dqrs", loop.events, paper_analysis="zcdp", topup_fraction=config.topup_fraction)

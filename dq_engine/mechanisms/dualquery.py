@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -41,8 +42,9 @@ from dq_engine.oracle import (
     with_witness,
 )
 from dq_engine.privacy.accounting import PaperAnalysis, PrivacyEvent, PureDpEvent, ZCDPEvent, mode_costs
+from dq_engine.privacy.grant import PrivacyGrant, require_grant
 from dq_engine.privacy.mw import QueryDistribution, SampledQueries
-from dq_engine.privacy.theorems import dualquery_events
+from dq_engine.privacy.theorems import dqrs_events, dualquery_events
 from dq_engine.results import RoundDiagnostics, SynthesisResult
 
 __all__ = ["DualQueryConfig", "RoundLoop", "dualquery"]
@@ -132,6 +134,10 @@ class RoundLoop:
         true_answers: Exact answers of the workload on ``data`` when already computed (e.g. partitioned
             by marginal on a Dask cluster); computed here otherwise.
         constraints: Public rules every row must keep (a witness is found once here when missing), or None.
+        grant: The budget the run spends before the loop reads ``data``: the events of ``mechanism`` with
+            ``config`` (and ``topup_fraction`` for DQRS), plus the free-attribute policy's.
+        mechanism: The mechanism the loop plays, ``"dualquery"`` or ``"dqrs"``.
+        topup_fraction: DQRS's top-up fraction (its events depend on it); ignored for DualQuery.
     """
 
     def __init__(
@@ -143,9 +149,18 @@ class RoundLoop:
         true_answers: np.ndarray | None = None,
         *,
         constraints: Constraints | None = None,
+        grant: PrivacyGrant,
+        mechanism: Literal["dualquery", "dqrs"],
+        topup_fraction: float = 0.0,
     ):
         if data.domain != workload.domain:
             raise ConfigError("the dataset and the workload are over different domains")
+        if mechanism == "dqrs":
+            events = dqrs_events(config.eta, config.samples, config.rounds, data.n, topup_fraction=topup_fraction)
+        else:
+            events = dualquery_events(config.eta, config.samples, config.rounds, data.n)
+        require_grant(grant, mechanism=mechanism).spend([*free_attribute_events(config), *events], mechanism=mechanism)
+        self.events = events
         self.data = data
         self.workload = workload
         self.config = config
@@ -283,6 +298,7 @@ def dualquery(
     workload: Workload,
     config: DualQueryConfig,
     *,
+    grant: PrivacyGrant,
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
     true_answers: np.ndarray | None = None,
@@ -294,6 +310,7 @@ def dualquery(
         data: Private dataset (``n`` records).
         workload: Positive queries; the algorithm plays over them and their negations.
         config: Parameters (η, s, T, oracle, free-attribute policy).
+        grant: The budget this run spends before it reads ``data`` (refused when it does not cover the run).
         rng: Generator for sampling, oracle randomness and free attributes.
         progress: Called after every round with its diagnostics.
         true_answers: Precomputed exact answers of the workload (optional; see :class:`RoundLoop`).
@@ -303,12 +320,13 @@ def dualquery(
         The synthetic records, the privacy events and their costs in paper and tight modes, and the
         per-round diagnostics.
     """
-    loop = RoundLoop(data, workload, config, rng, true_answers, constraints=constraints)
+    loop = RoundLoop(
+        data, workload, config, rng, true_answers, constraints=constraints, grant=grant, mechanism="dualquery"
+    )
     for t in range(1, config.rounds + 1):
         began = time.perf_counter()
         samples = loop.distribution.sample(config.samples, rng)
         loop.play(t, samples, sample_seconds=time.perf_counter() - began)
         if progress is not None:
             progress(loop.diagnostics[-1])
-    events = dualquery_events(config.eta, config.samples, config.rounds, data.n)
-    return loop.result("dualquery", events, paper_analysis="advanced_composition")
+    return loop.result("dualquery", loop.events, paper_analysis="advanced_composition")

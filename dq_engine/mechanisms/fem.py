@@ -91,6 +91,7 @@ from dq_engine.privacy.accounting import (
 )
 from dq_engine.privacy.calibration import largest_admissible
 from dq_engine.privacy.exponential_mechanism import SparseSignedSelector
+from dq_engine.privacy.grant import PrivacyGrant, require_grant
 from dq_engine.privacy.mw import SampledQueries
 from dq_engine.privacy.rng import spawn
 from dq_engine.results import RoundDiagnostics, SynthesisResult
@@ -314,6 +315,7 @@ def run_primal_game(
     *,
     mechanism: str,
     perturbation: Perturbation,
+    grant: PrivacyGrant,
     rng: np.random.Generator,
     progress: ProgressCallback | None,
     executor: Executor | None = None,
@@ -328,6 +330,7 @@ def run_primal_game(
             :func:`check_game_parameters`); only the fields they share are read.
         mechanism: Name recorded in the result (``"fem"`` or ``"sepfem"``).
         perturbation: The data player's perturbation (Algorithm 2 or 3).
+        grant: The budget this run spends before it reads ``data`` (refused when it does not cover the run).
         rng: Generator.
         progress: Called after every data-player round with its diagnostics.
         executor: Runs each round's oracle calls instead of ``config.workers`` processes.
@@ -335,6 +338,8 @@ def run_primal_game(
     """
     if data.domain != workload.domain:
         raise ConfigError("the dataset and the workload are over different domains")
+    events = fem_events(config.epsilon_0, config.rounds)
+    require_grant(grant, mechanism=mechanism).spend(events, mechanism=mechanism)
     domain = data.domain
     constraints = with_witness(constraints) if constraints is not None and len(constraints) else None
     true_answers = answer_workload(data, workload)
@@ -406,7 +411,6 @@ def run_primal_game(
             )
             if progress is not None:
                 progress(diagnostics[-1])
-    events = fem_events(config.epsilon_0, config.rounds)
     return SynthesisResult(
         mechanism=mechanism,
         domain=domain,
@@ -435,6 +439,7 @@ def fem(
     workload: Workload,
     config: FEMConfig,
     *,
+    grant: PrivacyGrant,
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
     executor: Executor | None = None,
@@ -446,6 +451,7 @@ def fem(
         data: Private dataset (``n`` records).
         workload: Positive queries; the game is played over them and their negations.
         config: Parameters (ε₀, η, s, T, perturbation, oracle, workers).
+        grant: The budget this run spends before it reads ``data`` (refused when it does not cover the run).
         rng: Generator for the initial query, the selections and (through spawned children) the oracle calls.
         progress: Called after every data-player round with its diagnostics.
         executor: Runs each round's independent oracle calls (e.g. a Dask cluster's executor) instead of
@@ -457,6 +463,6 @@ def fem(
         mechanism events and their costs in paper and tight modes.
     """
     return run_primal_game(
-        data, workload, config, mechanism="fem", perturbation=config.perturbation,
+        data, workload, config, mechanism="fem", perturbation=config.perturbation, grant=grant,
         rng=rng, progress=progress, executor=executor, constraints=constraints,
     )

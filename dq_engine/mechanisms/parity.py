@@ -33,6 +33,7 @@ from dq_engine.data.domain import Domain
 from dq_engine.errors import ConfigError, WorkloadError
 from dq_engine.oracle.config import OracleConfig
 from dq_engine.privacy.accounting import mode_costs
+from dq_engine.privacy.grant import PrivacyGrant, require_grant
 from dq_engine.privacy.mw import QueryDistribution, SampledQueries
 from dq_engine.privacy.theorems import dualquery_events
 from dq_engine.results import RoundDiagnostics, SynthesisResult
@@ -228,13 +229,16 @@ class ParityConfig:
 
 
 def dualquery_parity(
-    data: Dataset, workload: ParityWorkload, config: ParityConfig, *, rng: np.random.Generator
+    data: Dataset, workload: ParityWorkload, config: ParityConfig, *, grant: PrivacyGrant, rng: np.random.Generator
 ) -> SynthesisResult:
     """DualQuery (Algorithm 2) over the negation-closed class of parity queries (Appendix A).
 
     Privacy is exactly DualQuery's: sampling from ``Q^t`` is an exponential-mechanism draw at
-    ``2η(t-1)/n`` because every parity answer has sensitivity ``1/n``.
+    ``2η(t-1)/n`` because every parity answer has sensitivity ``1/n``. The events are spent on ``grant`` before
+    the data is read.
     """
+    events = dualquery_events(config.eta, config.samples, config.rounds, data.n)
+    require_grant(grant, mechanism="DualQuery over parities").spend(events, mechanism="DualQuery over parities")
     true_answers = answer_parities(data, workload)
     distribution = QueryDistribution(len(workload), eta=config.eta)
     records: list[np.ndarray] = []
@@ -256,7 +260,6 @@ def dualquery_parity(
                 free_attributes=0,
             )
         )
-    events = dualquery_events(config.eta, config.samples, config.rounds, data.n)
     return SynthesisResult(
         mechanism="dualquery-parity",
         domain=data.domain,

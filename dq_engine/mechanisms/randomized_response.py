@@ -53,6 +53,7 @@ from dq_engine.data.workload import Workload
 from dq_engine.errors import ConfigError, UniverseTooLargeError
 from dq_engine.privacy.accounting import PureDpEvent, mwem_costs
 from dq_engine.privacy.exact_sampling import bernoulli_real, exp_interval
+from dq_engine.privacy.grant import PrivacyGrant, require_grant
 from dq_engine.results import SynthesisResult
 
 __all__ = [
@@ -138,13 +139,14 @@ def estimate_sd_bound(epsilon: float, domain: Domain, n: int) -> float:
 
 
 def randomized_response(
-    data: Dataset, config: RandomizedResponseConfig, *, rng: np.random.Generator
+    data: Dataset, config: RandomizedResponseConfig, *, grant: PrivacyGrant, rng: np.random.Generator
 ) -> SynthesisResult:
     """Release ``n`` randomized records (mechanism E), in random order.
 
     Args:
         data: Private dataset (codes layout or sparse binary).
         config: ε (and δ for reporting).
+        grant: The budget this run spends before it reads ``data`` (refused when it does not cover the run).
         rng: Generator.
 
     Raises:
@@ -152,11 +154,12 @@ def randomized_response(
     """
     domain = data.domain
     p = keep_probability(config.epsilon, domain)
+    events = [PureDpEvent(epsilon=config.epsilon, count=1, label="mechanism E: per-record randomized response")]
+    require_grant(grant, mechanism="randomized response").spend(events, mechanism="randomized response")
     records = data.to_codes()
     replaced = np.flatnonzero(~bernoulli_real(_keep_probability_bounds(config.epsilon, domain), len(records), rng))
     records[replaced] = rng.integers(0, domain.sizes, size=(len(replaced), len(domain)))
     records = records[rng.permutation(records.shape[0])]
-    events = [PureDpEvent(epsilon=config.epsilon, count=1, label="mechanism E: per-record randomized response")]
     return SynthesisResult(
         mechanism="randomized_response",
         domain=domain,

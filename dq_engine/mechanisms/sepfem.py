@@ -36,6 +36,7 @@ from dq_engine.mechanisms.fem import (
     run_primal_game,
 )
 from dq_engine.oracle import OracleConfig
+from dq_engine.privacy.grant import PrivacyGrant
 from dq_engine.results import SynthesisResult
 
 __all__ = ["SepFEMConfig", "sepfem"]
@@ -77,6 +78,7 @@ def sepfem(
     workload: Workload,
     config: SepFEMConfig,
     *,
+    grant: PrivacyGrant,
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
     executor: Executor | None = None,
@@ -88,12 +90,13 @@ def sepfem(
         data: Private dataset.
         workload: Positive k-way conjunction queries (closed under negation internally).
         config: Parameters.
+        grant: The budget this run spends before it reads ``data`` (refused when it does not cover the run).
         rng: Generator.
         progress: Called after every data-player round with its diagnostics.
         executor: Runs each round's oracle calls instead of ``config.workers`` processes (see :func:`fem`).
         constraints: Public rules; every published sample keeps them (None: no rules).
     """
     return run_primal_game(
-        data, workload, config, mechanism="sepfem", perturbation="separator-laplace",
+        data, workload, config, mechanism="sepfem", perturbation="separator-laplace", grant=grant,
         rng=rng, progress=progress, executor=executor, constraints=constraints,
     )

@@ -1,8 +1,10 @@
 """Permission to run a mechanism on private data: a committed ledger charge, or a checked replay.
 
-The pipeline's mechanism task (:func:`dqrelease.tasks.synthesize.synthesize`) takes a :class:`MechanismGrant`
-instead of a plan and runs the plan the grant holds, so no composition of the package's flows and tasks runs a
-mechanism without one. Grants are issued only here:
+:func:`dqrelease.mechanisms.dispatch.run_mechanism` (and so the pipeline's mechanism task) takes a
+:class:`~dqrelease.mechanisms.base.MechanismGrant` instead of a plan and runs the plan the grant holds, and the
+engine spends the plan's events on the grant's budget (:class:`dq_engine.privacy.grant.PrivacyGrant`, the charged
+amounts) before it reads the data: no public function runs a mechanism without one, and one grant pays for one run.
+Grants are issued only here:
 
 * :func:`grant_after_charge`, after the ledger committed this run's charge. It re-derives the plan from the
   config and the public workload (a hand-made plan whose stated cost does not belong to its parameters is
@@ -10,6 +12,8 @@ mechanism without one. Grants are issued only here:
   mechanism, accounting mode and config, amounts at least the plan's cost.
 * :func:`grant_for_replay`, for a replay whose manifest passed :func:`dqrelease.outputs.replay.prepare_replay`, when the
   replay's plan is the plan the manifest recorded. It charges nothing: the release already paid for this output.
+* :func:`grant_for_study`, for benchmarks and tests that run the registry's plans: it charges the plan's cost to a
+  ledger the caller names (e.g. a throw-away file with its own cap) and issues the grant on that charge.
 
 The noisy record count (``privacy.n = "noisy"``) charges inside its own task before it draws
 (:mod:`dqrelease.tasks.privacy`); its replay takes a :class:`~dqrelease.outputs.replay.ReplayTarget`.
@@ -20,50 +24,23 @@ sandbox: code that forges these objects on purpose could as well read the data f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
+
+from dq_engine.privacy.grant import PrivacyGrant
 
 from dqrelease.errors import ReplayRefusedError, UnchargedRunError
 from dqrelease.inputs.config import ReleaseConfig, config_hash
 from dqrelease.ledger import Charge, Ledger
 from dqrelease.mechanisms import ReleasePlan
+from dqrelease.mechanisms.base import GRANT_ISSUER, MechanismGrant
 from dqrelease.outputs.manifest import plan_fingerprint
 from dqrelease.outputs.replay import ReplayTarget
 
 if TYPE_CHECKING:
     from dq_engine import Workload
 
-__all__ = ["MechanismGrant", "grant_after_charge", "grant_for_replay", "granted_plan"]
-
-_ISSUER = object()  # only the two functions below make a MechanismGrant
-
-
-@dataclass(frozen=True, kw_only=True)
-class MechanismGrant:
-    """Permission to run one plan once, in one run (made only by this module's functions).
-
-    Attributes:
-        plan: The plan the mechanism task runs.
-        run_id: The run the grant belongs to.
-        basis: ``"ledger charge"`` or ``"replay"``.
-        reference: The ledger charge (``dataset_id#seq``) or the replayed manifest's path.
-    """
-
-    plan: ReleasePlan
-    run_id: str
-    basis: Literal["ledger charge", "replay"]
-    reference: str
-    _issuer: object = field(repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if self._issuer is not _ISSUER:
-            raise UnchargedRunError(
-                "a MechanismGrant is issued only by dqrelease.ledger.grants.grant_after_charge (after a ledger charge) "
-                "or "
-                "grant_for_replay (for a checked replay); run a release with dqrelease.flows.release.release"
-            )
-
+__all__ = ["MechanismGrant", "grant_after_charge", "grant_for_replay", "grant_for_study", "granted_plan"]
 
 def grant_after_charge(
     *, config: ReleaseConfig, plan: ReleasePlan, workload: Workload, receipt: dict[str, Any], run_id: str
@@ -104,9 +81,7 @@ def grant_after_charge(
             f"the ledger {config.ledger.path} holds no charge of run {run_id} covering this plan's cost; "
             "a mechanism runs only after its charge is committed"
         )
-    return MechanismGrant(
-        plan=plan, run_id=run_id, basis="ledger charge", reference=f"{dataset_id}#{charges[0].seq}", _issuer=_ISSUER
-    )
+    return _issue(plan, run_id=run_id, basis="ledger charge", reference=f"{dataset_id}#{charges[0].seq}", charge=charges[0])
 
 
 def grant_for_replay(*, target: ReplayTarget, plan: ReleasePlan, run_id: str) -> MechanismGrant:
@@ -123,8 +98,45 @@ def grant_for_replay(*, target: ReplayTarget, plan: ReleasePlan, run_id: str) ->
             "replay stopped before the mechanism ran: its plan (parameters, n or cost) differs from the one the "
             "manifest recorded"
         )
+    return _issue(plan, run_id=run_id, basis="replay", reference=str(target.manifest_path), charge=None)
+
+
+def grant_for_study(plan: ReleasePlan, *, ledger: Ledger, dataset_id: str, run_id: str) -> MechanismGrant:
+    """Charge ``plan``'s cost to ``ledger`` (the caller's own, e.g. a benchmark's throw-away file) and grant its run.
+
+    For benchmarks and tests that run the registry's plans outside a release config: the run is still paid for by
+    a committed ledger charge, under the caller's cap.
+
+    Raises:
+        BudgetRefusedError: The charge does not fit ``dataset_id``'s cap in ``ledger`` (set one with
+            :meth:`~dqrelease.ledger.Ledger.set_cap`).
+    """
+    from dqrelease.plan import ledger_amounts
+
+    epsilon, delta, rho = ledger_amounts(plan)
+    receipt = ledger.charge(
+        dataset_id, epsilon=epsilon, delta=delta, rho=rho, mode=plan.mode, mechanism=plan.mechanism,
+        config_hash="study", run_id=run_id, note=f"study run of {plan.mechanism}",
+    )
+    return _issue(plan, run_id=run_id, basis="ledger charge", reference=f"{dataset_id}#{receipt.charge.seq}",
+                  charge=receipt.charge)
+
+
+def _issue(
+    plan: ReleasePlan,
+    *,
+    run_id: str,
+    basis: Literal["ledger charge", "replay"],
+    reference: str,
+    charge: Charge | None,
+) -> MechanismGrant:
+    """The grant of ``plan``, its engine budget the charge's exact amounts (the plan's own cost for a replay)."""
+    cost = plan.charged
+    epsilon = float(charge.epsilon) if charge is not None else cost.epsilon
+    delta = float(charge.delta) if charge is not None else cost.delta
+    privacy = PrivacyGrant(epsilon=epsilon, delta=delta, mode=plan.mode, purpose=f"{basis} {reference}")
     return MechanismGrant(
-        plan=plan, run_id=run_id, basis="replay", reference=str(target.manifest_path), _issuer=_ISSUER
+        plan=plan, run_id=run_id, basis=basis, reference=reference, privacy=privacy, _issuer=GRANT_ISSUER
     )
 
 

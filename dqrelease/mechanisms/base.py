@@ -32,11 +32,14 @@ if TYPE_CHECKING:
     from dq_engine.data.workload import Workload
     from dq_engine.oracle import OracleConfig
     from dq_engine.privacy.accounting import ComposedCost, PrivacyEvent
+    from dq_engine.privacy.grant import PrivacyGrant
     from dq_engine.privacy.public import PublicQuantities
     from dq_engine.results import RoundDiagnostics, SynthesisResult
 
 __all__ = [
+    "GRANT_ISSUER",
     "Mechanism",
+    "MechanismGrant",
     "MechanismKeys",
     "OracleKeys",
     "PlanInputs",
@@ -182,6 +185,9 @@ class RunInputs:
         true_answers: Exact workload answers already computed (partitioned on a cluster), or None.
         dask_address: Scheduler address, when the run's parallel parts go to a Dask cluster.
         constraints: The schema's public rules every published record keeps (the plan's when not given).
+        grant: The budget the engine spends before it reads the data; set by
+            :func:`~dqrelease.mechanisms.dispatch.run_mechanism` from a :class:`MechanismGrant` (a run without
+            one is refused by the engine).
     """
 
     data: Dataset
@@ -191,6 +197,44 @@ class RunInputs:
     true_answers: np.ndarray | None = None
     dask_address: str | None = None
     constraints: Constraints | None = None
+    grant: PrivacyGrant | None = None
+
+
+GRANT_ISSUER = object()
+"""Held by :mod:`dqrelease.ledger.grants`, the only module that makes a :class:`MechanismGrant`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MechanismGrant:
+    """Permission to run one plan on private data: issued only after a ledger charge or for a checked replay.
+
+    :func:`~dqrelease.mechanisms.dispatch.run_mechanism` takes nothing else, and hands the engine ``privacy``, the
+    budget of the charge, which every engine mechanism spends before it reads the data.
+
+    Attributes:
+        plan: The plan the mechanism runs.
+        run_id: The run the grant belongs to.
+        basis: ``"ledger charge"`` or ``"replay"``.
+        reference: The ledger charge (``dataset_id#seq``) or the replayed manifest's path.
+        privacy: The engine budget: the charged (or, for a replay, the recorded) amounts.
+    """
+
+    plan: ReleasePlan
+    run_id: str
+    basis: Literal["ledger charge", "replay"]
+    reference: str
+    privacy: PrivacyGrant
+    _issuer: object = field(repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._issuer is not GRANT_ISSUER:
+            from dqrelease.errors import UnchargedRunError
+
+            raise UnchargedRunError(
+                "a MechanismGrant is issued only by dqrelease.ledger.grants (grant_after_charge after a ledger "
+                "charge, grant_for_replay for a checked replay, grant_for_study after a study ledger's charge); "
+                "run a release with dqrelease.flows.release.release"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

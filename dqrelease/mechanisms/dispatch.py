@@ -17,8 +17,8 @@ import dataclasses
 from typing import Any
 
 from dq_engine.errors import DQEngineError
-from dqrelease.errors import ConfigInvalidError, ReleaseError
-from dqrelease.mechanisms.base import MechanismKeys, PlanInputs, ReleasePlan, RunInputs
+from dqrelease.errors import ConfigInvalidError, ReleaseError, UnchargedRunError
+from dqrelease.mechanisms.base import MechanismGrant, MechanismKeys, PlanInputs, ReleasePlan, RunInputs
 from dqrelease.mechanisms.choice import preference
 from dqrelease.mechanisms.fit import plan_with_fit, run_fit
 from dqrelease.mechanisms.registry import MECHANISMS, mechanism
@@ -57,11 +57,23 @@ def plan_mechanism(keys: MechanismKeys, inputs: PlanInputs) -> ReleasePlan:
     return dataclasses.replace(planned, constraints=constraints)
 
 
-def run_mechanism(plan: ReleasePlan, inputs: RunInputs) -> Any:
-    """Run the mechanism a plan describes on the private data; returns its ``SynthesisResult``.
+def run_mechanism(grant: MechanismGrant, inputs: RunInputs) -> Any:
+    """Run the plan a grant allows on the private data; returns its ``SynthesisResult``.
 
-    The plan's public rules reach the engine through :attr:`RunInputs.constraints` (unless the inputs carry them).
+    The engine spends the plan's events on ``grant.privacy`` (the charged amounts) before it reads the data, so
+    the grant pays for one run of its plan (a second run finds the budget spent). The plan's public rules reach
+    the engine through :attr:`RunInputs.constraints` (unless the inputs carry them).
+
+    Raises:
+        UnchargedRunError: ``grant`` is not a :class:`MechanismGrant` (e.g. a bare plan).
     """
+    if not isinstance(grant, MechanismGrant):
+        raise UnchargedRunError(
+            f"a mechanism runs on private data only with a MechanismGrant, not {type(grant).__name__}: one is issued "
+            "after a ledger charge (dqrelease.ledger.grants.grant_after_charge) or for a checked replay"
+        )
+    plan = grant.plan
+    inputs = dataclasses.replace(inputs, grant=grant.privacy)
     if inputs.constraints is None and plan.constraints is not None:
         inputs = dataclasses.replace(inputs, constraints=plan.constraints)
     return run_fit(plan, inputs, mechanism(plan.mechanism).run(plan, inputs))

@@ -194,7 +194,7 @@ def _run(plan: ReleasePlan, inputs: RunInputs):
 
     runner = dualquery if plan.mechanism == "dualquery" else dqrs
     return runner(inputs.data, inputs.workload, plan.engine_config, rng=inputs.rng, progress=inputs.progress,
-                  true_answers=inputs.true_answers, constraints=inputs.constraints)
+                  true_answers=inputs.true_answers, constraints=inputs.constraints, grant=inputs.grant)
 
 
 DUALQUERY = Mechanism(

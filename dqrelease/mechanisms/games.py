@@ -125,12 +125,15 @@ def _run(plan: ReleasePlan, inputs: RunInputs):
     game = fem if plan.mechanism == "fem" else sepfem
     arguments = (inputs.data, inputs.workload, plan.engine_config)
     if inputs.dask_address is None:
-        return game(*arguments, rng=inputs.rng, progress=inputs.progress, constraints=inputs.constraints)
+        return game(
+            *arguments, grant=inputs.grant, rng=inputs.rng, progress=inputs.progress, constraints=inputs.constraints
+        )
     from dqrelease.runtime.cluster import dask_executor
 
     with dask_executor(inputs.dask_address) as executor:
         return game(
-            *arguments, rng=inputs.rng, progress=inputs.progress, executor=executor, constraints=inputs.constraints
+            *arguments, grant=inputs.grant, rng=inputs.rng, progress=inputs.progress, executor=executor,
+            constraints=inputs.constraints,
         )
 
 

@@ -114,8 +114,8 @@ def _run(plan: ReleasePlan, inputs: RunInputs):
     from dq_engine.fit.mwem import mwem
 
     result = mwem(
-        inputs.data, inputs.workload, plan.engine_config, rng=inputs.rng, progress=inputs.progress,
-        constraints=inputs.constraints,
+        inputs.data, inputs.workload, plan.engine_config, grant=inputs.grant, rng=inputs.rng,
+        progress=inputs.progress, constraints=inputs.constraints,
     )
     return dataclasses.replace(result, mechanism=plan.mechanism)  # 'mwem-particles' is the engine's sampled support
 

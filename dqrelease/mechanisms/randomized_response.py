@@ -89,7 +89,7 @@ def _plan(keys: RandomizedResponseKeys, inputs: PlanInputs) -> ReleasePlan:
 def _run(plan: ReleasePlan, inputs: RunInputs):
     from dq_engine.mechanisms.randomized_response import randomized_response
 
-    return randomized_response(inputs.data, plan.engine_config, rng=inputs.rng)
+    return randomized_response(inputs.data, plan.engine_config, grant=inputs.grant, rng=inputs.rng)
 
 
 RANDOMIZED_RESPONSE = Mechanism(

@@ -7,6 +7,7 @@ import numpy as np
 from dq_engine import Dataset, Domain, make_rng, random_marginals
 from dq_engine.fit.mwem import MWEMConfig, calibrate_mwem, mwem
 from dqrelease.runtime.progress import describe_round
+from tests.budgets import grant_for_tests
 
 
 def test_mwem_particle_rounds_are_described_as_measurements_not_as_an_oracle_that_did_not_run():
@@ -19,7 +20,7 @@ def test_mwem_particle_rounds_are_described_as_measurements_not_as_an_oracle_tha
     config = MWEMConfig(rounds=3, measure_noise="gaussian", measure="marginal", support="sampled",
                         support_size=500, support_moves=1, delta=1e-9, **budget)
     rounds = []
-    mwem(data, workload, config, rng=make_rng(2), progress=lambda diagnostics: rounds.append(diagnostics.public()))
+    mwem(data, workload, config, grant=grant_for_tests(), rng=make_rng(2), progress=lambda diagnostics: rounds.append(diagnostics.public()))
 
     lines = [describe_round(public) for public in rounds]
     assert len(lines) == 3

@@ -22,6 +22,7 @@ from dq_engine.mechanisms.fem import FEMConfig, fem
 from dq_engine.mechanisms.sepfem import SepFEMConfig, sepfem
 from dq_engine.oracle import OracleConfig
 from dq_engine.oracle.feasible import with_witness
+from tests.budgets import grant_for_tests
 
 ORACLE = OracleConfig(kind="portfolio", deterministic=True, num_workers=1, deterministic_time_limit=0.2)
 FTPL = OracleConfig(kind="cpsat", deterministic=True, num_workers=1, deterministic_time_limit=0.2)
@@ -29,29 +30,29 @@ FTPL = OracleConfig(kind="cpsat", deterministic=True, num_workers=1, determinist
 RUNS = {
     "dualquery": lambda data, workload, rng, constraints: dualquery(
         data, workload, DualQueryConfig(eta=0.5, samples=40, rounds=25, rows_per_round=4, oracle=ORACLE),
-        rng=rng, constraints=constraints),
+        grant=grant_for_tests(), rng=rng, constraints=constraints),
     "dualquery-dp-marginal-slack": lambda data, workload, rng, constraints: dualquery(
         data, workload, DualQueryConfig(eta=0.5, samples=40, rounds=25, rows_per_round=4, oracle=ORACLE,
                                         free_policy="dp-marginal", free_noise="gaussian", free_rho=0.5,
                                         free_scope="slack"),
-        rng=rng, constraints=constraints),
+        grant=grant_for_tests(), rng=rng, constraints=constraints),
     "dqrs": lambda data, workload, rng, constraints: dqrs(
         data, workload, DQRSConfig(eta=0.5, samples=40, rounds=25, rows_per_round=2, oracle=ORACLE),
-        rng=rng, constraints=constraints),
+        grant=grant_for_tests(), rng=rng, constraints=constraints),
     "fem": lambda data, workload, rng, constraints: fem(
         data, workload, FEMConfig(epsilon_0=0.05, noise_scale=1.0, samples=5, rounds=8, oracle=FTPL),
-        rng=rng, constraints=constraints),
+        grant=grant_for_tests(), rng=rng, constraints=constraints),
     "sepfem": lambda data, workload, rng, constraints: sepfem(
         data, workload, SepFEMConfig(epsilon_0=0.05, noise_scale=0.5, samples=5, rounds=8, oracle=FTPL),
-        rng=rng, constraints=constraints),
+        grant=grant_for_tests(), rng=rng, constraints=constraints),
     "mwem": lambda data, workload, rng, constraints: mwem(
-        data, workload, MWEMConfig(rounds=10, select_epsilon=0.1, measure_epsilon=0.1), rng=rng,
-        constraints=constraints),
+        data, workload, MWEMConfig(rounds=10, select_epsilon=0.1, measure_epsilon=0.1), grant=grant_for_tests(),
+        rng=rng, constraints=constraints),
     "mwem-particles": lambda data, workload, rng, constraints: mwem(
         data, workload, MWEMConfig(rounds=10, select_epsilon=0.1, measure_rho=0.01, measure_noise="gaussian",
                                    support="sampled", support_size=4000, support_budget=0.01, support_moves=2,
                                    measure="marginal"),
-        rng=rng, constraints=constraints),
+        grant=grant_for_tests(), rng=rng, constraints=constraints),
 }
 
 
@@ -87,7 +88,7 @@ def test_mwem_universe_gives_infeasible_records_zero_weight(census_data, census_
     assert np.all(distribution.p[forbidden] == 0)
     assert distribution.p.sum() == pytest.approx(1.0)
     result = mwem(census_data, workload, MWEMConfig(rounds=5, select_epsilon=0.5, measure_epsilon=0.5),
-                  rng=make_rng(2), constraints=census_rules)
+                  grant=grant_for_tests(), rng=make_rng(2), constraints=census_rules)
     assert census_rules.feasible(result.records).all() and np.sum(result.weights) == pytest.approx(1.0)
 
 
@@ -103,7 +104,7 @@ def test_mwem_universe_as_a_list_of_feasible_records_is_the_same_mechanism(censu
     results = {}
     for form, share in (("dense", 0.0), ("list", 1.0)):
         monkeypatch.setattr(universe_module, "SPARSE_FEASIBLE_SHARE", share)
-        results[form] = mwem(census_data, workload, config, rng=make_rng(9), constraints=census_rules)
+        results[form] = mwem(census_data, workload, config, grant=grant_for_tests(), rng=make_rng(9), constraints=census_rules)
     dense, listed = results["dense"], results["list"]
     assert census_rules.feasible(listed.records).all()
     # same selections and measurements; the weights agree to float rounding (the tensor also drops records

@@ -24,6 +24,7 @@ from dq_engine import (
 )
 from dq_engine.data.answers import uniform_answers
 from dq_engine.evaluation.baselines import zeros_answers
+from tests.budgets import grant_for_tests
 
 SLICE = ["workclass", "education-num", "marital-status", "race", "sex"]  # 9 x 16 x 7 x 5 x 2 = 10,080 records
 
@@ -44,7 +45,7 @@ def test_internal_error_falls_towards_zero_when_sampling_is_nearly_exact(adult_t
     config = DualQueryConfig(
         eta=0.5, samples=20_000, rounds=60, free_policy="random", oracle=OracleConfig(kind="local", deterministic=True)
     )
-    result = dualquery(data, workload, config, rng=make_rng(1))
+    result = dualquery(data, workload, config, grant=grant_for_tests(), rng=make_rng(1))
     errors = [d.internal_max_error for d in result.diagnostics]
     assert errors[-1] < 0.05
     assert errors[-1] < 0.5 * errors[9]  # error at round 10 vs the final error
@@ -64,7 +65,7 @@ def test_calibrated_dualquery_on_adult_beats_zeros_and_uniform_baselines(adult_d
     assert 50 <= rounds <= 150  # 88 here; a sanity check on the calibration, not the gate
     oracle = OracleConfig(kind="portfolio", time_limit=0.5, num_workers=2, local_time_limit=0.2)
     config = DualQueryConfig(eta=1.0, samples=300, rounds=rounds, delta=delta, oracle=oracle, track_error=False)
-    result = dualquery(adult_data, workload, config, rng=make_rng(7))
+    result = dualquery(adult_data, workload, config, grant=grant_for_tests(), rng=make_rng(7))
     assert result.costs["tight"].epsilon <= 1.0
 
     truth = answer_workload(adult_data, workload)

@@ -21,6 +21,7 @@ from dq_engine.oracle.free_attributes import (
 from dq_engine.privacy.accounting import ZCDPEvent, approx_dp_from_zcdp, em_rho_bounded_range
 from dq_engine.privacy.calibration import calibrate_rounds, mechanism_cost
 from dq_engine.privacy.theorems import dualquery_events, dualquery_round_epsilon
+from tests.budgets import grant_for_tests
 
 
 def test_gaussian_sensitivity_counts_one_cell_per_binary_and_two_per_categorical_attribute(mixed_domain):
@@ -95,9 +96,9 @@ def test_run_with_gaussian_marginals_is_valid_and_charges_its_rho(toy_data, dete
     settings = {"samples": 30, "rounds": 6, "delta": 1e-5, "oracle": deterministic_oracle,
                 "free_policy": "dp-marginal", "free_noise": "gaussian", "free_rho": 0.02}
     if mechanism == "dualquery":
-        result = dualquery(toy_data, workload, DualQueryConfig(eta=0.6, **settings), rng=make_rng(3))
+        result = dualquery(toy_data, workload, DualQueryConfig(eta=0.6, **settings), grant=grant_for_tests(), rng=make_rng(3))
     else:
-        result = dqrs(toy_data, workload, DQRSConfig(eta=0.3, **settings), rng=make_rng(3))
+        result = dqrs(toy_data, workload, DQRSConfig(eta=0.3, **settings), grant=grant_for_tests(), rng=make_rng(3))
     assert result.records.shape == (6, 4)
     assert np.all((result.records >= 0) & (result.records < toy_data.domain.sizes))
     assert result.events[0] == ZCDPEvent(rho=0.02, count=1, label="Gaussian one-way marginals for free attributes")

@@ -19,6 +19,7 @@ from dq_engine.mechanisms.parity import (
     random_parities,
 )
 from dq_engine.privacy.mw import SampledQueries
+from tests.budgets import grant_for_tests
 
 
 def _biased_bits(n: int, d: int, seed: int) -> np.ndarray:
@@ -96,7 +97,7 @@ def test_dualquery_over_parities_converges_without_privacy_pressure():
     workload = random_parities(domain, 2, 20, make_rng(4))
     truth = answer_parities(data, workload)
     config = ParityConfig(eta=0.5, samples=4000, rounds=40, oracle=OracleConfig(kind="cpsat", num_workers=2))
-    result = dualquery_parity(data, workload, config, rng=make_rng(5))
+    result = dualquery_parity(data, workload, config, grant=grant_for_tests(), rng=make_rng(5))
     synthetic = np.mean([workload.evaluate_record(r.astype(bool)) for r in result.records], axis=0)
     first_ten = np.mean([workload.evaluate_record(r.astype(bool)) for r in result.records[:10]], axis=0)
     assert np.abs(synthetic - truth).max() < 0.1

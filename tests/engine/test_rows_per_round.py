@@ -14,6 +14,7 @@ from dq_engine.errors import ConfigError
 from dq_engine.oracle import problem_from_samples
 from dq_engine.oracle.problem import BestResponseProblem
 from dq_engine.privacy.mw import QueryDistribution
+from tests.budgets import grant_for_tests
 
 
 def _independent_bits(d: int, n: int, seed: int) -> Dataset:
@@ -40,10 +41,10 @@ def test_each_round_publishes_k_rows_that_differ_only_in_free_attributes(wide_da
     workload = random_queries(wide_data.domain, 3, 400, make_rng(32))
     k = 5
     if mechanism == "dualquery":
-        result = dualquery(wide_data, workload, _config(k, oracle=deterministic_oracle), rng=make_rng(33))
+        result = dualquery(wide_data, workload, _config(k, oracle=deterministic_oracle), grant=grant_for_tests(), rng=make_rng(33))
     else:
         config = DQRSConfig(eta=0.4, samples=6, rounds=12, delta=1e-3, rows_per_round=k, oracle=deterministic_oracle)
-        result = dqrs(wide_data, workload, config, rng=make_rng(33))
+        result = dqrs(wide_data, workload, config, grant=grant_for_tests(), rng=make_rng(33))
     assert result.records.shape == (12 * k, 120)
     assert result.parameters["rows_per_round"] == k
     for t, diagnostics in enumerate(result.diagnostics):
@@ -57,7 +58,7 @@ def test_each_round_publishes_k_rows_that_differ_only_in_free_attributes(wide_da
 def test_the_mw_update_plays_the_average_of_the_published_rows(wide_data, deterministic_oracle):
     workload = random_queries(wide_data.domain, 3, 400, make_rng(34))
     truth = answer_workload(wide_data, workload)
-    result = dualquery(wide_data, workload, _config(4, oracle=deterministic_oracle), rng=make_rng(35))
+    result = dualquery(wide_data, workload, _config(4, oracle=deterministic_oracle), grant=grant_for_tests(), rng=make_rng(35))
     published = answer_records(workload, wide_data.domain.encode_records(result.records))
     # the internal error so far after the last round is the error of exactly the rows that are published
     assert result.diagnostics[-1].internal_mean_error == pytest.approx(np.mean(np.abs(published - truth)), abs=1e-12)
@@ -73,7 +74,7 @@ def test_more_rows_per_round_cost_nothing_and_lower_the_error_on_independent_dat
         config = DualQueryConfig(eta=0.4, samples=20, rounds=20, delta=1e-3, rows_per_round=k,
                                  free_policy="dp-marginal", free_noise="gaussian", free_rho=0.05,
                                  oracle=deterministic_oracle, track_error=False)
-        result = dualquery(data, workload, config, rng=make_rng(38))
+        result = dualquery(data, workload, config, grant=grant_for_tests(), rng=make_rng(38))
         published = answer_records(workload, data.domain.encode_records(result.records))
         errors[k] = float(np.mean(np.abs(published - truth)))
         events[k] = result.events
@@ -154,7 +155,7 @@ def test_slack_scope_frees_at_least_the_untouched_attributes_and_charges_the_sam
     workload = random_queries(wide_data.domain, 3, 400, make_rng(42))
     runs = {
         scope: dualquery(wide_data, workload, _config(1, free_scope=scope, oracle=deterministic_oracle),
-                         rng=make_rng(43))
+                         grant=grant_for_tests(), rng=make_rng(43))
         for scope in ("untouched", "slack")
     }
     # round 1 samples from the uniform Q^1 with the same generator state: the same problem and oracle record

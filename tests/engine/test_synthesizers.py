@@ -17,6 +17,7 @@ from dq_engine import (
 )
 from dq_engine.errors import ConfigError
 from dq_engine.privacy.theorems import dqrs_events, dualquery_events
+from tests.budgets import grant_for_tests
 
 
 def _dualquery_config(oracle: OracleConfig, **overrides) -> DualQueryConfig:
@@ -30,8 +31,8 @@ def _dqrs_config(oracle: OracleConfig, **overrides) -> DQRSConfig:
 def _run(mechanism: str, data, oracle: OracleConfig, seed: int):
     workload = all_kway_marginals(data.domain, 2)
     if mechanism == "dualquery":
-        return dualquery(data, workload, _dualquery_config(oracle), rng=make_rng(seed))
-    return dqrs(data, workload, _dqrs_config(oracle), rng=make_rng(seed))
+        return dualquery(data, workload, _dualquery_config(oracle), grant=grant_for_tests(), rng=make_rng(seed))
+    return dqrs(data, workload, _dqrs_config(oracle), grant=grant_for_tests(), rng=make_rng(seed))
 
 
 @pytest.mark.parametrize("mechanism", ["dualquery", "dqrs"])
@@ -52,7 +53,7 @@ def test_different_seeds_give_different_records(toy_data, deterministic_oracle, 
 
 def test_dualquery_outputs_one_valid_record_per_round_and_reports_its_events(toy_data, deterministic_oracle):
     config = _dualquery_config(deterministic_oracle, delta=1e-5)
-    result = dualquery(toy_data, all_kway_marginals(toy_data.domain, 2), config, rng=make_rng(1))
+    result = dualquery(toy_data, all_kway_marginals(toy_data.domain, 2), config, grant=grant_for_tests(), rng=make_rng(1))
     assert result.mechanism == "dualquery"
     assert result.records.shape == (8, 4)
     assert np.all((result.records >= 0) & (result.records < toy_data.domain.sizes))
@@ -67,7 +68,7 @@ def test_dualquery_outputs_one_valid_record_per_round_and_reports_its_events(toy
 
 def test_dqrs_reports_theorem_17_events_and_public_resampling_counters(toy_data, deterministic_oracle):
     config = _dqrs_config(deterministic_oracle, delta=1e-5)
-    result = dqrs(toy_data, all_kway_marginals(toy_data.domain, 2), config, rng=make_rng(2))
+    result = dqrs(toy_data, all_kway_marginals(toy_data.domain, 2), config, grant=grant_for_tests(), rng=make_rng(2))
     assert result.records.shape == (8, 4)
     assert list(result.events) == dqrs_events(0.3, 30, 8, toy_data.n, topup_fraction=0.25)
     assert result.costs["paper"] == compose(list(result.events), mode="paper", delta=1e-5, paper_analysis="zcdp")
@@ -80,7 +81,7 @@ def test_dqrs_reports_theorem_17_events_and_public_resampling_counters(toy_data,
 
 def test_dp_marginal_free_policy_charges_its_epsilon(toy_data, deterministic_oracle):
     config = _dualquery_config(deterministic_oracle, free_policy="dp-marginal", free_epsilon=0.1)
-    result = dualquery(toy_data, all_kway_marginals(toy_data.domain, 2), config, rng=make_rng(3))
+    result = dualquery(toy_data, all_kway_marginals(toy_data.domain, 2), config, grant=grant_for_tests(), rng=make_rng(3))
     assert result.events[0].epsilon == 0.1
     assert result.costs["paper"].pure_epsilon == pytest.approx(
         0.1 + 0.6 * 8 * 7 * 30 / toy_data.n, rel=1e-12

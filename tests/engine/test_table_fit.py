@@ -7,6 +7,7 @@ table must get both right. Tolerances are stated per assertion; every run is see
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from fractions import Fraction
 
@@ -21,6 +22,7 @@ from dq_engine.mechanisms.defaults import mwem_particles_config
 from dq_engine.privacy.accounting import combined_costs, compose, rounded_up
 from dq_engine.privacy.public import PublicQuantities
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism
+from tests.budgets import grant_for_tests, study_grant
 
 N = 6_000
 
@@ -52,7 +54,7 @@ def _worst_one_way_cell(data: Dataset, rows: np.ndarray) -> float:
     return worst
 
 
-def test_default_dualquery_release_has_many_distinct_rows_and_right_single_columns(dependent_table: Dataset):
+def test_default_dualquery_release_has_many_distinct_rows_and_right_single_columns(dependent_table: Dataset, tmp_path):
     # the registry's default DualQuery (table fit on) against the raw records (fit off), same epsilon and seed
     data = dependent_table
     workload = _workload(data.domain)
@@ -68,8 +70,9 @@ def test_default_dualquery_release_has_many_distinct_rows_and_right_single_colum
     fitted_plan = plan_mechanism(fitted_keys, inputs)
     raw_plan = plan_mechanism(raw_keys, inputs)
     assert fitted_plan.charged.epsilon <= 1.0 and raw_plan.charged.epsilon <= 1.0
-    fitted = run_mechanism(fitted_plan, RunInputs(data=data, workload=workload, rng=make_rng(1)))
-    raw = run_mechanism(raw_plan, RunInputs(data=data, workload=workload, rng=make_rng(1)))
+    inputs = RunInputs(data=data, workload=workload, rng=make_rng(1))
+    fitted = run_mechanism(study_grant(fitted_plan, tmp_path / "fitted"), inputs)
+    raw = run_mechanism(study_grant(raw_plan, tmp_path / "raw"), dataclasses.replace(inputs, rng=make_rng(1)))
     fitted_rows = fitted.sample_rows(data.n, make_rng(2))
     raw_rows = raw.sample_rows(data.n, make_rng(2))
 
@@ -123,21 +126,21 @@ def test_particles_are_seeded_with_the_mechanism_records(dependent_table: Datase
         learning_rate=1e-12, support="sampled", support_size=500, support_budget=0.001, seed_fraction=1.0,
         replay_prior=False, track_error=False,
     )
-    result = mwem(data, workload, config, rng=make_rng(3), seeds=seed)
+    result = mwem(data, workload, config, grant=grant_for_tests(), rng=make_rng(3), seeds=seed)
     assert np.array_equal(np.unique(result.records, axis=0), seed)
 
 
 def test_fit_table_keeps_the_mechanism_events_first_and_numbers_fit_rounds_after(dependent_table: Dataset):
     data = dependent_table
     workload = _workload(data.domain)
-    raw = dualquery(data, workload, DualQueryConfig(eta=1.0, samples=30, rounds=4, delta=1e-9), rng=make_rng(4))
+    raw = dualquery(data, workload, DualQueryConfig(eta=1.0, samples=30, rounds=4, delta=1e-9), grant=grant_for_tests(), rng=make_rng(4))
     public = PublicQuantities(
         n=data.n, epsilon=0.5, delta=1e-9, domain=data.domain, n_queries=len(workload),
         n_marginals=workload.n_marginals,
     )
     config = mwem_particles_config(public, rounds=3, support_size=5_000, seed_fraction=0.5, track_error=False)
     seen = []
-    fitted = fit_table(data, workload, raw, config, rng=make_rng(5), progress=lambda d: seen.append(d.round))
+    fitted = fit_table(data, workload, raw, config, grant=grant_for_tests(), rng=make_rng(5), progress=lambda d: seen.append(d.round))
     assert fitted.events[: len(raw.events)] == raw.events
     assert len(fitted.events) == len(raw.events) + len(fit_events(config))
     assert seen == [5, 6, 7]
@@ -148,10 +151,10 @@ def test_fit_table_keeps_the_mechanism_events_first_and_numbers_fit_rounds_after
 def test_fit_table_refuses_a_universe_config(dependent_table: Dataset):
     data = dependent_table
     workload = _workload(data.domain)
-    raw = dualquery(data, workload, DualQueryConfig(eta=1.0, samples=10, rounds=2, delta=1e-9), rng=make_rng(6))
+    raw = dualquery(data, workload, DualQueryConfig(eta=1.0, samples=10, rounds=2, delta=1e-9), grant=grant_for_tests(), rng=make_rng(6))
     universe = MWEMConfig(rounds=2, select_epsilon=0.1, measure_epsilon=0.1)
     with pytest.raises(ConfigError, match="support must be 'sampled'"):
-        fit_table(data, workload, raw, universe, rng=make_rng(7))
+        fit_table(data, workload, raw, universe, grant=grant_for_tests(), rng=make_rng(7))
 
 
 @pytest.mark.parametrize(
@@ -219,7 +222,7 @@ def test_the_fits_final_sweeps_converge_on_a_wide_skewed_table():
     config = mwem_particles_config(public, support_size=20_000)
     assert config.final_sweeps == MWEM_PARTICLES_FINAL_SWEEPS
     for seed in range(2):
-        result = mwem(data, workload, config, rng=make_rng(seed))
+        result = mwem(data, workload, config, grant=grant_for_tests(), rng=make_rng(seed))
         weights = result.weights / result.weights.sum()
         for j in range(k):
             fitted = np.bincount(result.records[:, j], weights=weights, minlength=size)
@@ -321,6 +324,6 @@ def test_the_default_fit_stops_its_final_sweeps_at_the_minimum_when_the_noise_is
             n_marginals=workload.n_marginals,
         )
         config = mwem_particles_config(public, support_size=5_000)
-        runs[epsilon] = mwem(dependent_table, workload, config, rng=make_rng(1)).parameters["final_sweeps_run"]
+        runs[epsilon] = mwem(dependent_table, workload, config, grant=grant_for_tests(), rng=make_rng(1)).parameters["final_sweeps_run"]
     assert runs[0.05] == MWEM_PARTICLES_FINAL_MIN_SWEEPS
     assert runs[100.0] > MWEM_PARTICLES_FINAL_MIN_SWEEPS

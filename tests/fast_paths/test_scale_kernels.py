@@ -16,6 +16,7 @@ from dq_engine.data.rows import pack_rows, unique_rows
 from dq_engine.data.workload import marginal_queries, random_queries
 from dq_engine.errors import DomainError
 from dq_engine.privacy.mw import QueryDistribution
+from tests.budgets import grant_for_tests
 
 
 def _reference_draws(m: int, k: int, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -145,7 +146,7 @@ def test_dualquery_rounds_record_sample_oracle_and_update_times():
     workload = random_queries(domain, 2, 30, rng)
     config = DualQueryConfig(eta=0.5, samples=20, rounds=3, oracle=OracleConfig(kind="local", local_restarts=2,
                                                                                deterministic=True))
-    result = dualquery(data, workload, config, rng=make_rng(13))
+    result = dualquery(data, workload, config, grant=grant_for_tests(), rng=make_rng(13))
     for diagnostics in result.diagnostics:
         assert diagnostics.sample_seconds > 0
         assert diagnostics.oracle_seconds > 0

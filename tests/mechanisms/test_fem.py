@@ -27,6 +27,7 @@ from dq_engine.mechanisms.sepfem import SepFEMConfig, sepfem
 from dq_engine.oracle import best_response, brute_force_best, problem_from_samples
 from dq_engine.privacy.accounting import compose
 from dq_engine.privacy.mw import SampledQueries
+from tests.budgets import grant_for_tests
 
 DELTA = 1e-9
 
@@ -39,7 +40,7 @@ def max_error(problem, records, weights=None) -> float:
 def test_fem_beats_zeros_and_uniform_on_an_adult_slice(adult_slice):
     epsilon_0, rounds = calibrate_fem(epsilon=1.0, delta=DELTA, rounds=40)
     config = FEMConfig(epsilon_0=epsilon_0, noise_scale=2.0, samples=8, rounds=rounds, delta=DELTA)
-    result = fem(adult_slice.data, adult_slice.workload, config, rng=make_rng(7))
+    result = fem(adult_slice.data, adult_slice.workload, config, grant=grant_for_tests(), rng=make_rng(7))
     error = max_error(adult_slice, result.records)
     zeros = np.abs(zeros_answers(adult_slice.workload) - adult_slice.truth).max()
     uniform = np.abs(uniform_answers(adult_slice.workload) - adult_slice.truth).max()
@@ -52,7 +53,7 @@ def test_fem_beats_zeros_and_uniform_on_an_adult_slice(adult_slice):
 def test_sepfem_beats_zeros_and_uniform_on_an_adult_slice(adult_slice):
     epsilon_0, rounds = calibrate_fem(epsilon=1.0, delta=DELTA, rounds=40)
     config = SepFEMConfig(epsilon_0=epsilon_0, noise_scale=0.5, samples=8, rounds=rounds, delta=DELTA)
-    result = sepfem(adult_slice.data, adult_slice.workload, config, rng=make_rng(7))
+    result = sepfem(adult_slice.data, adult_slice.workload, config, grant=grant_for_tests(), rng=make_rng(7))
     error = max_error(adult_slice, result.records)
     zeros = np.abs(zeros_answers(adult_slice.workload) - adult_slice.truth).max()
     uniform = np.abs(uniform_answers(adult_slice.workload) - adult_slice.truth).max()
@@ -63,14 +64,14 @@ def test_sepfem_beats_zeros_and_uniform_on_an_adult_slice(adult_slice):
 
 def test_fem_output_does_not_depend_on_the_number_of_workers(adult_slice):
     config = FEMConfig(epsilon_0=0.05, noise_scale=2.0, samples=6, rounds=4, delta=DELTA, track_error=False)
-    one = fem(adult_slice.data, adult_slice.workload, config, rng=make_rng(3))
-    two = fem(adult_slice.data, adult_slice.workload, replace(config, workers=2), rng=make_rng(3))
+    one = fem(adult_slice.data, adult_slice.workload, config, grant=grant_for_tests(), rng=make_rng(3))
+    two = fem(adult_slice.data, adult_slice.workload, replace(config, workers=2), grant=grant_for_tests(), rng=make_rng(3))
     np.testing.assert_array_equal(one.records, two.records)
 
 
 def test_fem_reports_oracle_calls_that_were_not_proven_optimal(adult_slice):
     config = FEMConfig(epsilon_0=0.05, noise_scale=2.0, samples=3, rounds=2, delta=DELTA)
-    result = fem(adult_slice.data, adult_slice.workload, config, rng=make_rng(4))
+    result = fem(adult_slice.data, adult_slice.workload, config, grant=grant_for_tests(), rng=make_rng(4))
     assert len(result.diagnostics) == 3  # T + 1 data-player rounds
     assert all("not_optimal" in d.extra for d in result.diagnostics)
     assert [d.sampled for d in result.diagnostics] == [1, 2, 3]  # q_0, then one selection per round
@@ -95,7 +96,7 @@ def test_fem_makes_exactly_the_charged_number_of_selections_and_stays_within_the
     epsilon_0, rounds = calibrate_fem(epsilon=epsilon, delta=DELTA, mode="tight", rounds=5)
     config = FEMConfig(epsilon_0=epsilon_0, noise_scale=1.0, samples=2, rounds=rounds, delta=DELTA,
                        track_error=False)
-    result = fem(adult_slice.data, adult_slice.workload, config, rng=make_rng(8))
+    result = fem(adult_slice.data, adult_slice.workload, config, grant=grant_for_tests(), rng=make_rng(8))
     assert draws == [epsilon_0] * rounds
     (event,) = result.events
     assert event.count == rounds and event.epsilon == epsilon_0

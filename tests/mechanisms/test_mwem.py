@@ -16,6 +16,7 @@ from dq_engine.evaluation.baselines import zeros_answers
 from dq_engine.fit.mwem import MWEMConfig, calibrate_mwem, mwem, mwem_events
 from dq_engine.privacy.accounting import mwem_costs
 from dq_engine.privacy.theorems import dualquery_pure_epsilon
+from tests.budgets import grant_for_tests
 
 DELTA = 1e-9
 
@@ -27,7 +28,7 @@ def max_error(workload, truth, records, weights=None) -> float:
 def test_mwem_beats_zeros_and_uniform_on_an_adult_slice(adult_slice):
     budget = calibrate_mwem(epsilon=1.0, delta=DELTA, rounds=20, mode="paper")
     config = MWEMConfig(rounds=20, replay_sweeps=10, delta=DELTA, **budget)
-    result = mwem(adult_slice.data, adult_slice.workload, config, rng=make_rng(1))
+    result = mwem(adult_slice.data, adult_slice.workload, config, grant=grant_for_tests(), rng=make_rng(1))
     error = max_error(adult_slice.workload, adult_slice.truth, result.records, result.weights)
     zeros = np.abs(zeros_answers(adult_slice.workload) - adult_slice.truth).max()
     uniform = np.abs(uniform_answers(adult_slice.workload) - adult_slice.truth).max()
@@ -43,7 +44,7 @@ def test_mwem_on_a_sampled_support_beats_zeros_and_uniform(adult_slice):
         rounds=10, measure_noise="gaussian", measure="marginal", support="sampled", support_size=20_000,
         support_moves=1, learning_rate=2.0, delta=DELTA, **budget,
     )
-    result = mwem(adult_slice.data, adult_slice.workload, config, rng=make_rng(2))
+    result = mwem(adult_slice.data, adult_slice.workload, config, grant=grant_for_tests(), rng=make_rng(2))
     error = max_error(adult_slice.workload, adult_slice.truth, result.records, result.weights)
     zeros = np.abs(zeros_answers(adult_slice.workload) - adult_slice.truth).max()
     uniform = np.abs(uniform_answers(adult_slice.workload) - adult_slice.truth).max()
@@ -68,14 +69,14 @@ def test_mwem_is_more_accurate_than_dualquery_on_a_17_attribute_adult(mcsherry_a
         oracle = OracleConfig(kind="portfolio", deterministic=True, num_workers=1, deterministic_time_limit=0.5)
         dq = dualquery(
             data, workload, DualQueryConfig(eta=0.4, samples=35, rounds=46, oracle=oracle, track_error=False),
-            rng=make_rng(seed),
+            grant=grant_for_tests(), rng=make_rng(seed),
         )
         assert dq.costs["paper"].pure_epsilon == pytest.approx(epsilon)
         dq_errors.append(max_error(workload, truth, dq.records))
         config = MWEMConfig(
             rounds=15, select_epsilon=epsilon / 30, measure_epsilon=epsilon / 30, delta=DELTA, track_error=False
         )
-        result = mwem(data, workload, config, rng=make_rng(seed))
+        result = mwem(data, workload, config, grant=grant_for_tests(), rng=make_rng(seed))
         assert result.costs["paper"].epsilon == pytest.approx(epsilon)
         mwem_errors.append(max_error(workload, truth, result.records, result.weights))
     # measured: DualQuery about 0.19-0.22, MWEM about 0.12-0.13 max error
@@ -91,7 +92,7 @@ def test_mwem_refuses_a_universe_above_the_limit():
     config = MWEMConfig(rounds=1, select_epsilon=0.1, measure_epsilon=0.1)
     message = "MWEM keeps one weight per record: this domain has 2^26.6 records, more than the limit 2^24"
     with pytest.raises(UniverseTooLargeError, match=re.escape(message)):
-        mwem(data, workload, config, rng=make_rng(0))
+        mwem(data, workload, config, grant=grant_for_tests(), rng=make_rng(0))
 
 
 @pytest.mark.parametrize("mode", ["paper", "tight"])

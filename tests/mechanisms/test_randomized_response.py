@@ -18,6 +18,7 @@ from dq_engine.mechanisms.randomized_response import (
     keep_probability,
     randomized_response,
 )
+from tests.budgets import grant_for_tests
 
 
 @pytest.mark.parametrize("epsilon", [0.1, 1.0, 5.0])
@@ -32,7 +33,7 @@ def test_keep_probability_gives_the_row_distribution_of_equation_11(epsilon):
 def test_released_rows_follow_mechanism_e():
     domain = Domain.categorical({"a": 2, "b": 3})  # U = 6
     data = Dataset.from_codes(domain, np.tile([[1, 2]], (60_000, 1)))
-    result = randomized_response(data, RandomizedResponseConfig(epsilon=1.0), rng=make_rng(3))
+    result = randomized_response(data, RandomizedResponseConfig(epsilon=1.0), grant=grant_for_tests(), rng=make_rng(3))
     flat = result.records[:, 0] * 3 + result.records[:, 1]
     observed = np.bincount(flat, minlength=6) / len(flat)
     g = 1 + 5 * math.exp(-1.0)
@@ -51,7 +52,7 @@ def test_unbiased_estimator_is_unbiased():
     truth = answer_workload(data, workload)
     runs = 400
     estimates = np.stack([
-        estimate_answers(randomized_response(data, RandomizedResponseConfig(epsilon=1.5), rng=rng), workload)
+        estimate_answers(randomized_response(data, RandomizedResponseConfig(epsilon=1.5), grant=grant_for_tests(), rng=rng), workload)
         for _ in range(runs)
     ])
     standard_error = estimates.std(axis=0, ddof=1) / math.sqrt(runs)
@@ -60,7 +61,7 @@ def test_unbiased_estimator_is_unbiased():
 
 
 def test_proper_estimator_returns_possible_answers(adult_tiny):
-    result = randomized_response(adult_tiny.data, RandomizedResponseConfig(epsilon=0.5), rng=make_rng(6))
+    result = randomized_response(adult_tiny.data, RandomizedResponseConfig(epsilon=0.5), grant=grant_for_tests(), rng=make_rng(6))
     proper = estimate_answers(result, adult_tiny.workload, proper=True)
     n = adult_tiny.data.n
     assert np.all((proper >= 0) & (proper <= 1))
@@ -69,7 +70,7 @@ def test_proper_estimator_returns_possible_answers(adult_tiny):
 
 def test_mechanism_e_estimates_beat_zeros_and_uniform_on_small_adult(adult_tiny):
     """Four Adult attributes (U = 420) at ε = 5 (a local-model budget): p = 0.26."""
-    result = randomized_response(adult_tiny.data, RandomizedResponseConfig(epsilon=5.0), rng=make_rng(7))
+    result = randomized_response(adult_tiny.data, RandomizedResponseConfig(epsilon=5.0), grant=grant_for_tests(), rng=make_rng(7))
     error = np.abs(estimate_answers(result, adult_tiny.workload, proper=True) - adult_tiny.truth).max()
     zeros = np.abs(zeros_answers(adult_tiny.workload) - adult_tiny.truth).max()
     uniform = np.abs(uniform_answers(adult_tiny.workload) - adult_tiny.truth).max()
@@ -82,7 +83,7 @@ def test_randomized_response_refuses_a_universe_beyond_float_range():
     domain = Domain.categorical({f"a{i}": 1024 for i in range(101)})  # log2 U = 1010
     data = Dataset.from_codes(domain, np.zeros((2, 101), dtype=np.int64))
     with pytest.raises(UniverseTooLargeError, match=re.escape("log2 of the universe size <= 1000")):
-        randomized_response(data, RandomizedResponseConfig(epsilon=1.0), rng=make_rng(0))
+        randomized_response(data, RandomizedResponseConfig(epsilon=1.0), grant=grant_for_tests(), rng=make_rng(0))
 
 
 def test_randomized_response_config_rejects_a_non_positive_epsilon():

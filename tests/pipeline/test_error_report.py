@@ -21,6 +21,7 @@ from dq_engine import Dataset, Domain, answer_workload, make_rng
 from dq_engine.data.domain import Attribute
 from dq_engine.data.workload import concatenate_workloads, kway_marginals
 from dq_engine.privacy.public import PublicQuantities
+from tests.budgets import study_grant
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism
 from dqrelease.outputs.report import _fmt, build_error_report, write_error_report
 
@@ -63,7 +64,7 @@ def _report(table, mechanism: str, directory: Path, *, epsilon: float = 2.0) -> 
                               n_marginals=workload.n_marginals)
     keys = MECHANISMS[mechanism].keys(**MECHANISM_KEYS[mechanism])
     plan = plan_mechanism(keys, PlanInputs(public=public, mode="tight", deterministic=True))
-    result = run_mechanism(plan, RunInputs(data=data, workload=workload, rng=make_rng(5)))
+    result = run_mechanism(study_grant(plan, directory), RunInputs(data=data, workload=workload, rng=make_rng(5)))
     codes = result.sample_rows(data.n, make_rng(6)) if mechanism != "randomized_response" else result.records
     report = build_error_report(
         data=data, workload=workload, result=result, costs=plan.costs, published_codes=codes, rng=make_rng(7),

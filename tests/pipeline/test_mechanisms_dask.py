@@ -15,6 +15,7 @@ from dqrelease.flows.release import release, run_release
 from dqrelease.runtime.cluster import dask_executor
 from tests.adult_slice import write_slice
 from tests.pipeline.test_mechanisms_pipeline import SMALL_COLUMNS, _schema_text, _write
+from tests.budgets import grant_for_tests
 
 pytestmark = pytest.mark.slow
 
@@ -25,13 +26,13 @@ def test_fem_output_is_identical_serial_in_a_process_pool_and_on_a_dask_cluster(
     workload = random_marginals(domain, 2, 4, make_rng(2))
     config = FEMConfig(epsilon_0=0.1, noise_scale=1.0, samples=4, rounds=3, delta=1e-6, track_error=False)
 
-    serial = fem(data, workload, config, rng=make_rng(11))
-    pooled = fem(data, workload, replace(config, workers=2), rng=make_rng(11))
+    serial = fem(data, workload, config, grant=grant_for_tests(), rng=make_rng(11))
+    pooled = fem(data, workload, replace(config, workers=2), grant=grant_for_tests(), rng=make_rng(11))
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
         dask_executor(cluster.scheduler_address) as executor,
     ):
-        on_dask = fem(data, workload, config, rng=make_rng(11), executor=executor)
+        on_dask = fem(data, workload, config, grant=grant_for_tests(), rng=make_rng(11), executor=executor)
 
     assert [r.parameters["oracle_pool"] for r in (serial, pooled, on_dask)] == ["serial", "processes", "executor"]
     np.testing.assert_array_equal(serial.records, pooled.records)
