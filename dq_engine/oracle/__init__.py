@@ -5,7 +5,7 @@ Names are imported lazily (PEP 562): the CP-SAT model (and OR-Tools) loads on fi
 
 from __future__ import annotations
 
-import importlib
+from dq_engine.lazy import lazy_exports
 
 _EXPORTS = {
     "BestResponse": "dq_engine.oracle.oracle",
@@ -29,14 +29,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> object:
-    """Import the module that defines ``name`` on first use (keeps ``import dq_engine`` light)."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
