@@ -261,6 +261,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10, help="timed processes per refusal and import measurement")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "operator_overhead.json")
     parser.add_argument("--keep", action="store_true", help="keep the workspace (its path is printed)")
+    parser.add_argument("--refusals-only", action="store_true",
+                        help="time only the refusals (a before/after check of start-up cost); no release runs")
     args = parser.parse_args()
 
     workspace = Path(tempfile.mkdtemp(prefix="dqrelease-operator-"))
@@ -268,6 +270,13 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
     try:
         refusals = refusal_latency(workspace, args.repeat)
+        if args.refusals_only:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps({
+                "machine": {**info, "load_average_end": os.getloadavg()},
+                "git_commit": commit.stdout.strip() or None, "refusals": refusals}, indent=2) + "\n")
+            print(f"refusals timed; wrote {args.out}", file=sys.stderr)
+            return
         imports = import_seconds(args.repeat)
         runs = release_runs(workspace, args.runs)
         light = release_runs(workspace, args.runs, light=True) if args.runs else []
