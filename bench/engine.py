@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from engine_data import INSTANCES, build_workload, load_adult, load_instance, load_kdd99
 
 import dq_engine
+from bench.scale_common import benchmark_grant
 from dq_engine.data.answers import answer_workload, error_summary, uniform_answers
 from dq_engine.data.workload import Workload
 from dq_engine.evaluation.baselines import zeros_answers
@@ -39,7 +40,6 @@ from dq_engine.oracle import OracleConfig, best_response, problem_from_samples
 from dq_engine.privacy.calibration import calibrate_rounds
 from dq_engine.privacy.mw import QueryDistribution
 from dq_engine.privacy.rng import make_rng
-from bench.scale_common import benchmark_grant
 
 SEED = 2024
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.scale_common import benchmark_grant
 from dq_engine.data.dataset import Dataset
 from dq_engine.data.domain import Attribute, Domain
 from dq_engine.data.workload import Workload, random_marginals, random_queries
@@ -34,7 +35,6 @@ from dq_engine.mechanisms.dualquery import DualQueryConfig, RoundLoop
 from dq_engine.oracle import BestResponseProblem, OracleConfig, problem_from_samples
 from dq_engine.privacy.rng import make_rng
 from dqrelease.inputs.data_home import require_shared_data_dir
-from bench.scale_common import benchmark_grant
 
 ADULT_CSV = "adult_pgm/adult.csv"
 ADULT_DOMAIN = "adult_pgm/adult-domain.json"

@@ -66,6 +66,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script (bench/ first on the path) or imported as bench.mechanisms
     sys.path.insert(0, str(ROOT))
 from bench.scale_common import study_grant  # noqa: E402
+
 EPSILONS = (0.1, 0.15, 0.2, 0.25, 0.5, 1.0)
 WORKLOAD_SEED = 0
 TIME_BUDGET = 65.0

@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from engine_data import WORKLOAD_SEED, load_adult, load_kdd99
 from scale_common import machine, peak_rss_gb, public_text
 
+from bench.scale_common import benchmark_grant
 from dq_engine.data.answers import answer_records, answer_workload
 from dq_engine.data.workload import random_queries
 from dq_engine.mechanisms.dualquery import DualQueryConfig, RoundLoop
@@ -51,7 +52,6 @@ from dq_engine.oracle import OracleConfig, problem_from_samples
 from dq_engine.oracle.cpsat import solve_cpsat
 from dq_engine.privacy.mw import QueryDistribution
 from dq_engine.privacy.rng import make_rng
-from bench.scale_common import benchmark_grant
 
 ETA, SAMPLES = 1.2, 1750
 

@@ -49,10 +49,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from mechanisms import WORKLOAD_SEED, Public, load_adult, rule_dualquery
 from scale_common import machine, save_plot
 
+from bench.scale_common import benchmark_grant
 from dq_engine import Dataset, answer_workload, dualquery, make_rng, random_marginals
 from dq_engine.data.answers import error_summary
 from dq_engine.data.marginal_tables import MarginalIndex
-from bench.scale_common import benchmark_grant
 
 ROOT = Path(__file__).resolve().parents[1]
 SMARTNOISE_PYTHON = ROOT / ".venv-smartnoise" / "bin" / "python"

@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "build_workload",
-    "ledger_amounts",
     "check_release_utility",
     "count_event",
+    "ledger_amounts",
     "mechanism_budget",
     "noisy_count_lower_bound",
     "plan_inputs",

@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 from prefect import get_run_logger, task
 
-from dq_engine import Dataset, Workload, ZCDPEvent
-from dq_engine.privacy.accounting import rounded_up
+from dq_engine import Dataset, Workload
 from dqrelease.errors import UnchargedRunError
 from dqrelease.inputs.config import ReleaseConfig, config_hash
 from dqrelease.inputs.encoding import domain_from_columns

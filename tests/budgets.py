@@ -23,7 +23,8 @@ def grant_for_tests(purpose: str = "unit test on a small table") -> PrivacyGrant
 
 
 def study_grant(plan, folder: Path, *, run_id: str = "test-run"):
-    """A :class:`~dqrelease.mechanisms.base.MechanismGrant` of ``plan``, charged to a throw-away ledger in ``folder``."""
+    """A :class:`~dqrelease.mechanisms.base.MechanismGrant` of ``plan``, charged to a throw-away ledger in
+    ``folder``."""
     from dqrelease.ledger import Ledger
     from dqrelease.ledger.grants import grant_for_study
 

@@ -112,8 +112,8 @@ def fit_table(
             progress(dataclasses.replace(diagnostics, round=offset + diagnostics.round))
 
     fitted = mwem(
-        data, fit_workload(workload), config, grant=grant, rng=rng, progress=forward, constraints=constraints, seeds=result.records,
-        seed_weights=result.weights, public_n=public_n,
+        data, fit_workload(workload), config, grant=grant, rng=rng, progress=forward, constraints=constraints,
+        seeds=result.records,        seed_weights=result.weights, public_n=public_n,
     )
     events = [*result.events, *fitted.events]
     shifted = tuple(dataclasses.replace(d, round=offset + d.round) for d in fitted.diagnostics)

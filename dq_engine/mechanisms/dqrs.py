@@ -39,7 +39,7 @@ from dq_engine.oracle import FreeNoise, FreePolicy, FreeScope, OracleConfig
 from dq_engine.privacy.exact_sampling import bernoulli_exp
 from dq_engine.privacy.grant import PrivacyGrant
 from dq_engine.privacy.mw import QueryDistribution, SampledQueries
-from dq_engine.privacy.theorems import dqrs_events, dqrs_fresh_samples, dqrs_gamma, dqrs_rejects, dqrs_topup_reserve
+from dq_engine.privacy.theorems import dqrs_fresh_samples, dqrs_gamma, dqrs_rejects, dqrs_topup_reserve
 from dq_engine.results import SynthesisResult
 
 __all__ = ["DQRSConfig", "dqrs", "resample"]

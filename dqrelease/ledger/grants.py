@@ -28,7 +28,6 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
 
 from dq_engine.privacy.grant import PrivacyGrant
-
 from dqrelease.errors import ReplayRefusedError, UnchargedRunError
 from dqrelease.inputs.config import ReleaseConfig, config_hash
 from dqrelease.ledger import Charge, Ledger
@@ -81,7 +80,8 @@ def grant_after_charge(
             f"the ledger {config.ledger.path} holds no charge of run {run_id} covering this plan's cost; "
             "a mechanism runs only after its charge is committed"
         )
-    return _issue(plan, run_id=run_id, basis="ledger charge", reference=f"{dataset_id}#{charges[0].seq}", charge=charges[0])
+    return _issue(plan, run_id=run_id, basis="ledger charge", reference=f"{dataset_id}#{charges[0].seq}",
+                  charge=charges[0])
 
 
 def grant_for_replay(*, target: ReplayTarget, plan: ReleasePlan, run_id: str) -> MechanismGrant:

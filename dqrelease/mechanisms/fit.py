@@ -155,6 +155,6 @@ def run_fit(plan: ReleasePlan, inputs: RunInputs, result: Any) -> Any:
     from dq_engine.fit.table_fit import fit_table
 
     return fit_table(
-        inputs.data, inputs.workload, result, plan.fit, grant=inputs.grant, rng=inputs.rng, constraints=inputs.constraints,
-        progress=inputs.progress, public_n=plan.n,
+        inputs.data, inputs.workload, result, plan.fit, grant=inputs.grant, rng=inputs.rng,
+        constraints=inputs.constraints,        progress=inputs.progress, public_n=plan.n,
     )

@@ -20,7 +20,8 @@ def test_mwem_particle_rounds_are_described_as_measurements_not_as_an_oracle_tha
     config = MWEMConfig(rounds=3, measure_noise="gaussian", measure="marginal", support="sampled",
                         support_size=500, support_moves=1, delta=1e-9, **budget)
     rounds = []
-    mwem(data, workload, config, grant=grant_for_tests(), rng=make_rng(2), progress=lambda diagnostics: rounds.append(diagnostics.public()))
+    mwem(data, workload, config, grant=grant_for_tests(), rng=make_rng(2),
+         progress=lambda diagnostics: rounds.append(diagnostics.public()))
 
     lines = [describe_round(public) for public in rounds]
     assert len(lines) == 3

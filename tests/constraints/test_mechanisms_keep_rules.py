@@ -104,7 +104,8 @@ def test_mwem_universe_as_a_list_of_feasible_records_is_the_same_mechanism(censu
     results = {}
     for form, share in (("dense", 0.0), ("list", 1.0)):
         monkeypatch.setattr(universe_module, "SPARSE_FEASIBLE_SHARE", share)
-        results[form] = mwem(census_data, workload, config, grant=grant_for_tests(), rng=make_rng(9), constraints=census_rules)
+        results[form] = mwem(census_data, workload, config, grant=grant_for_tests(), rng=make_rng(9),
+                             constraints=census_rules)
     dense, listed = results["dense"], results["list"]
     assert census_rules.feasible(listed.records).all()
     # same selections and measurements; the weights agree to float rounding (the tensor also drops records

@@ -96,7 +96,8 @@ def test_run_with_gaussian_marginals_is_valid_and_charges_its_rho(toy_data, dete
     settings = {"samples": 30, "rounds": 6, "delta": 1e-5, "oracle": deterministic_oracle,
                 "free_policy": "dp-marginal", "free_noise": "gaussian", "free_rho": 0.02}
     if mechanism == "dualquery":
-        result = dualquery(toy_data, workload, DualQueryConfig(eta=0.6, **settings), grant=grant_for_tests(), rng=make_rng(3))
+        result = dualquery(toy_data, workload, DualQueryConfig(eta=0.6, **settings), grant=grant_for_tests(),
+                           rng=make_rng(3))
     else:
         result = dqrs(toy_data, workload, DQRSConfig(eta=0.3, **settings), grant=grant_for_tests(), rng=make_rng(3))
     assert result.records.shape == (6, 4)

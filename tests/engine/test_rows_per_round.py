@@ -41,7 +41,8 @@ def test_each_round_publishes_k_rows_that_differ_only_in_free_attributes(wide_da
     workload = random_queries(wide_data.domain, 3, 400, make_rng(32))
     k = 5
     if mechanism == "dualquery":
-        result = dualquery(wide_data, workload, _config(k, oracle=deterministic_oracle), grant=grant_for_tests(), rng=make_rng(33))
+        result = dualquery(wide_data, workload, _config(k, oracle=deterministic_oracle), grant=grant_for_tests(),
+                           rng=make_rng(33))
     else:
         config = DQRSConfig(eta=0.4, samples=6, rounds=12, delta=1e-3, rows_per_round=k, oracle=deterministic_oracle)
         result = dqrs(wide_data, workload, config, grant=grant_for_tests(), rng=make_rng(33))
@@ -58,7 +59,8 @@ def test_each_round_publishes_k_rows_that_differ_only_in_free_attributes(wide_da
 def test_the_mw_update_plays_the_average_of_the_published_rows(wide_data, deterministic_oracle):
     workload = random_queries(wide_data.domain, 3, 400, make_rng(34))
     truth = answer_workload(wide_data, workload)
-    result = dualquery(wide_data, workload, _config(4, oracle=deterministic_oracle), grant=grant_for_tests(), rng=make_rng(35))
+    result = dualquery(wide_data, workload, _config(4, oracle=deterministic_oracle), grant=grant_for_tests(),
+                       rng=make_rng(35))
     published = answer_records(workload, wide_data.domain.encode_records(result.records))
     # the internal error so far after the last round is the error of exactly the rows that are published
     assert result.diagnostics[-1].internal_mean_error == pytest.approx(np.mean(np.abs(published - truth)), abs=1e-12)

@@ -53,7 +53,8 @@ def test_different_seeds_give_different_records(toy_data, deterministic_oracle, 
 
 def test_dualquery_outputs_one_valid_record_per_round_and_reports_its_events(toy_data, deterministic_oracle):
     config = _dualquery_config(deterministic_oracle, delta=1e-5)
-    result = dualquery(toy_data, all_kway_marginals(toy_data.domain, 2), config, grant=grant_for_tests(), rng=make_rng(1))
+    result = dualquery(toy_data, all_kway_marginals(toy_data.domain, 2), config, grant=grant_for_tests(),
+                       rng=make_rng(1))
     assert result.mechanism == "dualquery"
     assert result.records.shape == (8, 4)
     assert np.all((result.records >= 0) & (result.records < toy_data.domain.sizes))
@@ -81,7 +82,8 @@ def test_dqrs_reports_theorem_17_events_and_public_resampling_counters(toy_data,
 
 def test_dp_marginal_free_policy_charges_its_epsilon(toy_data, deterministic_oracle):
     config = _dualquery_config(deterministic_oracle, free_policy="dp-marginal", free_epsilon=0.1)
-    result = dualquery(toy_data, all_kway_marginals(toy_data.domain, 2), config, grant=grant_for_tests(), rng=make_rng(3))
+    result = dualquery(toy_data, all_kway_marginals(toy_data.domain, 2), config, grant=grant_for_tests(),
+                       rng=make_rng(3))
     assert result.events[0].epsilon == 0.1
     assert result.costs["paper"].pure_epsilon == pytest.approx(
         0.1 + 0.6 * 8 * 7 * 30 / toy_data.n, rel=1e-12

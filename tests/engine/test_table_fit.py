@@ -133,14 +133,16 @@ def test_particles_are_seeded_with_the_mechanism_records(dependent_table: Datase
 def test_fit_table_keeps_the_mechanism_events_first_and_numbers_fit_rounds_after(dependent_table: Dataset):
     data = dependent_table
     workload = _workload(data.domain)
-    raw = dualquery(data, workload, DualQueryConfig(eta=1.0, samples=30, rounds=4, delta=1e-9), grant=grant_for_tests(), rng=make_rng(4))
+    raw = dualquery(data, workload, DualQueryConfig(eta=1.0, samples=30, rounds=4, delta=1e-9),
+                    grant=grant_for_tests(), rng=make_rng(4))
     public = PublicQuantities(
         n=data.n, epsilon=0.5, delta=1e-9, domain=data.domain, n_queries=len(workload),
         n_marginals=workload.n_marginals,
     )
     config = mwem_particles_config(public, rounds=3, support_size=5_000, seed_fraction=0.5, track_error=False)
     seen = []
-    fitted = fit_table(data, workload, raw, config, grant=grant_for_tests(), rng=make_rng(5), progress=lambda d: seen.append(d.round))
+    fitted = fit_table(data, workload, raw, config, grant=grant_for_tests(), rng=make_rng(5),
+                       progress=lambda d: seen.append(d.round))
     assert fitted.events[: len(raw.events)] == raw.events
     assert len(fitted.events) == len(raw.events) + len(fit_events(config))
     assert seen == [5, 6, 7]
@@ -151,7 +153,8 @@ def test_fit_table_keeps_the_mechanism_events_first_and_numbers_fit_rounds_after
 def test_fit_table_refuses_a_universe_config(dependent_table: Dataset):
     data = dependent_table
     workload = _workload(data.domain)
-    raw = dualquery(data, workload, DualQueryConfig(eta=1.0, samples=10, rounds=2, delta=1e-9), grant=grant_for_tests(), rng=make_rng(6))
+    raw = dualquery(data, workload, DualQueryConfig(eta=1.0, samples=10, rounds=2, delta=1e-9),
+                    grant=grant_for_tests(), rng=make_rng(6))
     universe = MWEMConfig(rounds=2, select_epsilon=0.1, measure_epsilon=0.1)
     with pytest.raises(ConfigError, match="support must be 'sampled'"):
         fit_table(data, workload, raw, universe, grant=grant_for_tests(), rng=make_rng(7))
@@ -324,6 +327,7 @@ def test_the_default_fit_stops_its_final_sweeps_at_the_minimum_when_the_noise_is
             n_marginals=workload.n_marginals,
         )
         config = mwem_particles_config(public, support_size=5_000)
-        runs[epsilon] = mwem(dependent_table, workload, config, grant=grant_for_tests(), rng=make_rng(1)).parameters["final_sweeps_run"]
+        runs[epsilon] = mwem(dependent_table, workload, config, grant=grant_for_tests(),
+                             rng=make_rng(1)).parameters["final_sweeps_run"]
     assert runs[0.05] == MWEM_PARTICLES_FINAL_MIN_SWEEPS
     assert runs[100.0] > MWEM_PARTICLES_FINAL_MIN_SWEEPS

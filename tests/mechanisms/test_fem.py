@@ -65,7 +65,8 @@ def test_sepfem_beats_zeros_and_uniform_on_an_adult_slice(adult_slice):
 def test_fem_output_does_not_depend_on_the_number_of_workers(adult_slice):
     config = FEMConfig(epsilon_0=0.05, noise_scale=2.0, samples=6, rounds=4, delta=DELTA, track_error=False)
     one = fem(adult_slice.data, adult_slice.workload, config, grant=grant_for_tests(), rng=make_rng(3))
-    two = fem(adult_slice.data, adult_slice.workload, replace(config, workers=2), grant=grant_for_tests(), rng=make_rng(3))
+    two = fem(adult_slice.data, adult_slice.workload, replace(config, workers=2), grant=grant_for_tests(),
+              rng=make_rng(3))
     np.testing.assert_array_equal(one.records, two.records)
 
 

@@ -52,7 +52,8 @@ def test_unbiased_estimator_is_unbiased():
     truth = answer_workload(data, workload)
     runs = 400
     estimates = np.stack([
-        estimate_answers(randomized_response(data, RandomizedResponseConfig(epsilon=1.5), grant=grant_for_tests(), rng=rng), workload)
+        estimate_answers(randomized_response(data, RandomizedResponseConfig(epsilon=1.5), grant=grant_for_tests(),
+                                             rng=rng), workload)
         for _ in range(runs)
     ])
     standard_error = estimates.std(axis=0, ddof=1) / math.sqrt(runs)
@@ -61,7 +62,8 @@ def test_unbiased_estimator_is_unbiased():
 
 
 def test_proper_estimator_returns_possible_answers(adult_tiny):
-    result = randomized_response(adult_tiny.data, RandomizedResponseConfig(epsilon=0.5), grant=grant_for_tests(), rng=make_rng(6))
+    result = randomized_response(adult_tiny.data, RandomizedResponseConfig(epsilon=0.5), grant=grant_for_tests(),
+                                 rng=make_rng(6))
     proper = estimate_answers(result, adult_tiny.workload, proper=True)
     n = adult_tiny.data.n
     assert np.all((proper >= 0) & (proper <= 1))
@@ -70,7 +72,8 @@ def test_proper_estimator_returns_possible_answers(adult_tiny):
 
 def test_mechanism_e_estimates_beat_zeros_and_uniform_on_small_adult(adult_tiny):
     """Four Adult attributes (U = 420) at ε = 5 (a local-model budget): p = 0.26."""
-    result = randomized_response(adult_tiny.data, RandomizedResponseConfig(epsilon=5.0), grant=grant_for_tests(), rng=make_rng(7))
+    result = randomized_response(adult_tiny.data, RandomizedResponseConfig(epsilon=5.0), grant=grant_for_tests(),
+                                 rng=make_rng(7))
     error = np.abs(estimate_answers(result, adult_tiny.workload, proper=True) - adult_tiny.truth).max()
     zeros = np.abs(zeros_answers(adult_tiny.workload) - adult_tiny.truth).max()
     uniform = np.abs(uniform_answers(adult_tiny.workload) - adult_tiny.truth).max()

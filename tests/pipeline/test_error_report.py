@@ -21,9 +21,9 @@ from dq_engine import Dataset, Domain, answer_workload, make_rng
 from dq_engine.data.domain import Attribute
 from dq_engine.data.workload import concatenate_workloads, kway_marginals
 from dq_engine.privacy.public import PublicQuantities
-from tests.budgets import study_grant
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism
 from dqrelease.outputs.report import _fmt, build_error_report, write_error_report
+from tests.budgets import study_grant
 
 N = 600
 COLUMNS = {

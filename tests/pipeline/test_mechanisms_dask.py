@@ -14,8 +14,8 @@ from dq_engine import Dataset, Domain, FEMConfig, fem, make_rng, random_marginal
 from dqrelease.flows.release import release, run_release
 from dqrelease.runtime.cluster import dask_executor
 from tests.adult_slice import write_slice
-from tests.pipeline.test_mechanisms_pipeline import SMALL_COLUMNS, _schema_text, _write
 from tests.budgets import grant_for_tests
+from tests.pipeline.test_mechanisms_pipeline import SMALL_COLUMNS, _schema_text, _write
 
 pytestmark = pytest.mark.slow
 

@@ -115,6 +115,10 @@ def _result(data, workload):
 
 
 # ---------------------------------------------------------------------- the engine
+def _returns_result(function) -> bool:
+    return "SynthesisResult" in str(inspect.signature(function).return_annotation)
+
+
 def _engine_entry_points() -> list[tuple[str, object]]:
     """Public functions and classes of every dq_engine module that produce a SynthesisResult."""
     found = {}
@@ -123,11 +127,9 @@ def _engine_entry_points() -> list[tuple[str, object]]:
         for name, member in vars(module).items():
             if name.startswith("_") or getattr(member, "__module__", None) != module.__name__:
                 continue
-            if inspect.isfunction(member) and "SynthesisResult" in str(inspect.signature(member).return_annotation):
-                found[f"{module.__name__}.{name}"] = member
-            elif inspect.isclass(member) and hasattr(member, "result") and "SynthesisResult" in str(
-                inspect.signature(member.result).return_annotation
-            ):
+            function = inspect.isfunction(member) and _returns_result(member)
+            loop = inspect.isclass(member) and hasattr(member, "result") and _returns_result(member.result)
+            if function or loop:
                 found[f"{module.__name__}.{name}"] = member
     return sorted(found.items())
 
@@ -247,7 +249,7 @@ def test_run_mechanism_takes_only_a_mechanism_grant(table, bare):
 
 def test_a_mechanism_grant_is_made_only_by_the_ledger(table):
     plan, _ = _plan(table, "mwem-particles")
-    with pytest.raises(UnchargedRunError, match="issued only by dqrelease.ledger.grants"):
+    with pytest.raises(UnchargedRunError, match=r"issued only by dqrelease\.ledger\.grants"):
         MechanismGrant(plan=plan, run_id="forged", basis="ledger charge", reference="x#1",
                        privacy=grant_for_tests(), _issuer=object())
     assert GRANT_ISSUER is not None

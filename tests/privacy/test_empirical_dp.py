@@ -155,7 +155,8 @@ def test_randomized_response_is_epsilon_dp_per_record():
     outputs = []
     for record, seed in (((0, 0), 51), ((2, 1), 52)):
         data = Dataset.from_codes(domain, np.tile(record, (TRIALS, 1)))
-        result = randomized_response(data, RandomizedResponseConfig(epsilon=epsilon), grant=grant_for_tests(), rng=make_rng(seed))
+        result = randomized_response(data, RandomizedResponseConfig(epsilon=epsilon), grant=grant_for_tests(),
+                                     rng=make_rng(seed))
         outputs.append(result.records[:, 0] * 2 + result.records[:, 1])
     assert _violations(outputs[0], outputs[1], epsilon=epsilon, delta=0.0, ordered=False) == []
     assert _violations(outputs[0], outputs[1], epsilon=0.8 * epsilon, delta=0.0, ordered=False)  # negative control
