@@ -233,7 +233,7 @@ def test_no_registry_run_works_without_the_engine_grant_of_a_ledger_charge(table
 
 
 def test_the_table_fit_does_not_run_without_a_grant(table):
-    plan, inputs = _plan(table, "dualquery", samples=10, fit={"particles": 500, "rounds": 2})
+    plan, inputs = _plan(table, "dualquery", samples=10, fit={"particles": 1000, "rounds": 2})
     raw = _result(table, inputs.workload)
     with pytest.raises(BudgetExceededError, match="only with a PrivacyGrant"):
         run_fit(plan, dataclasses.replace(inputs, data=_untouchable(table)), raw)
@@ -265,6 +265,6 @@ def test_a_ledger_grant_pays_for_one_run_of_its_plan(table, tmp_path):
 
 
 def test_a_ledger_grant_of_a_fitted_plan_covers_the_mechanism_and_its_fit(table, tmp_path):
-    plan, inputs = _plan(table, "dualquery", samples=10, fit={"particles": 500, "rounds": 2})
+    plan, inputs = _plan(table, "dualquery", samples=10, fit={"particles": 1000, "rounds": 2})
     result = run_mechanism(study_grant(plan, tmp_path), inputs)
     assert np.isclose(result.weights.sum(), 1.0) if result.weights is not None else len(result.records)
