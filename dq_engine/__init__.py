@@ -38,6 +38,8 @@ _EXPORTS = {
     "ExponentialMechanismEvent": "dq_engine.privacy.accounting",
     "fem": "dq_engine.mechanisms.fem",
     "FEMConfig": "dq_engine.mechanisms.fem",
+    "independent_columns": "dq_engine.mechanisms.independent",
+    "IndependentConfig": "dq_engine.mechanisms.independent",
     "make_rng": "dq_engine.privacy.rng",
     "marginal_queries": "dq_engine.data.workload",
     "mechanism_cost": "dq_engine.privacy.calibration",

@@ -28,11 +28,14 @@ __all__ = [
     "Measurement",
     "NoiseKind",
     "PriorSettings",
+    "feasible_particles",
     "noise_scale",
     "noise_variance",
     "noisy_counts",
+    "noisy_one_way_marginals",
     "prior_measurements",
     "prior_sensitivities",
+    "redraw_infeasible",
     "replace_with_seeds",
     "sample_support",
     "simplex_projection",
@@ -123,27 +126,45 @@ def sample_support(
     priors = [np.full(int(size), 1.0 / size) for size in domain.sizes]
     estimates: dict[int, np.ndarray] = {}
     if config.support_budget > 0:
-        counts = data.one_way_counts()
-        l1, l2 = prior_sensitivities(data, len(used))
-        noisy = noisy_counts(
-            config.measure_noise, np.concatenate([counts[a] for a in used]), l1=l1, l2=l2,
-            budget=config.support_budget, rng=rng,
+        estimates = noisy_one_way_marginals(
+            data, [int(a) for a in used], kind=config.measure_noise, budget=config.support_budget, rng=rng
         )
-        ends = np.cumsum([len(counts[a]) for a in used])
-        blocks = [block.astype(np.float64) for block in np.split(noisy, ends[:-1])]
-        # every column's counts sum to n: the noisy totals, weighted by the inverse of their variance (that of a
-        # sum of ``cells`` equally noisy counts), estimate it better than any one column's
-        weights = np.array([1.0 / len(block) for block in blocks])
-        total = float(np.dot(weights, [block.sum() for block in blocks]) / weights.sum())
-        for a, block in zip(used, blocks, strict=True):
-            estimate = simplex_projection(block / total) if total > 0 else priors[a]
-            estimates[int(a)] = estimate
+        for a, estimate in estimates.items():
             priors[a] = config.support_mix * priors[a] + (1 - config.support_mix) * estimate
     columns = [rng.choice(len(prior), size=config.support_size, p=prior) for prior in priors]
     particles = np.stack(columns, axis=1).astype(np.int64)
     if constraints is not None and len(constraints):
-        particles = _feasible_particles(particles, priors, constraints, rng)
+        particles = feasible_particles(particles, priors, constraints, rng)
     return particles, priors, estimates
+
+
+def noisy_one_way_marginals(
+    data: Dataset, attributes: list[int], *, kind: NoiseKind, budget: float, rng: np.random.Generator
+) -> dict[int, np.ndarray]:
+    """The one-way marginals of ``attributes`` measured once, all together, as probability vectors.
+
+    Exact noise on the counts (:func:`noisy_counts`; sensitivities :func:`prior_sensitivities`), divided by one
+    estimate of ``n`` (the columns' noisy totals averaged, weighted by the inverse of their variance) and projected
+    onto the probability simplex (:func:`simplex_projection`). An attribute whose estimate cannot be formed (every
+    noisy total at most 0) gets the uniform vector. One privacy event of ``budget`` (ε or ρ by ``kind``).
+    """
+    if not attributes:
+        return {}
+    counts = data.one_way_counts()
+    l1, l2 = prior_sensitivities(data, len(attributes))
+    noisy = noisy_counts(
+        kind, np.concatenate([counts[a] for a in attributes]), l1=l1, l2=l2, budget=budget, rng=rng,
+    )
+    ends = np.cumsum([len(counts[a]) for a in attributes])
+    blocks = [block.astype(np.float64) for block in np.split(noisy, ends[:-1])]
+    # every column's counts sum to n: the noisy totals, weighted by the inverse of their variance (that of a
+    # sum of ``cells`` equally noisy counts), estimate it better than any one column's
+    weights = np.array([1.0 / len(block) for block in blocks])
+    total = float(np.dot(weights, [block.sum() for block in blocks]) / weights.sum())
+    return {
+        int(a): simplex_projection(block / total) if total > 0 else np.full(len(block), 1.0 / len(block))
+        for a, block in zip(attributes, blocks, strict=True)
+    }
 
 
 def simplex_projection(vector: np.ndarray) -> np.ndarray:
@@ -164,14 +185,15 @@ SUPPORT_REJECTION_TRIES = 50
 """Redraws of an infeasible particle's rule attributes before it is repaired towards the witness."""
 
 
-def _feasible_particles(
+def feasible_particles(
     particles: np.ndarray, priors: list[np.ndarray], constraints: Constraints, rng: np.random.Generator
 ) -> np.ndarray:
-    """Draw every rule component from the prior conditioned on feasibility (see above).
+    """Draw every rule component from the product ``priors`` conditioned on feasibility (see :func:`sample_support`).
 
     A component whose joint values can be listed (:meth:`Constraints.component_records`) is drawn exactly: one
     draw per particle from ``P0`` restricted to the component's feasible values and renormalised. Larger ones are
-    redrawn by rejection, and what is left infeasible after that is repaired towards the witness.
+    redrawn by rejection, and what is left infeasible after that is repaired towards the witness
+    (:func:`redraw_infeasible`).
     """
     for c in range(len(constraints.components)):
         listed = constraints.component_records(c)
@@ -182,6 +204,17 @@ def _feasible_particles(
         weight = np.prod([priors[a][values[:, j]] for j, a in enumerate(attributes)], axis=0) * feasible
         if weight.sum() > 0:  # the prior has mass on some feasible value (else rejection and repair below)
             particles[:, attributes] = values[rng.choice(len(values), size=len(particles), p=weight / weight.sum())]
+    return redraw_infeasible(particles, priors, constraints, rng)
+
+
+def redraw_infeasible(
+    particles: np.ndarray, priors: list[np.ndarray], constraints: Constraints, rng: np.random.Generator
+) -> np.ndarray:
+    """Redraw the broken components of infeasible particles from ``priors`` (rejection), then repair the rest.
+
+    At most :data:`SUPPORT_REJECTION_TRIES` redraws; particles still infeasible after them are repaired towards the
+    constraints' witness.
+    """
     bad = np.flatnonzero(~constraints.feasible(particles))
     for _ in range(SUPPORT_REJECTION_TRIES):
         if len(bad) == 0:

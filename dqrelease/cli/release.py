@@ -234,20 +234,18 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
 
 def _print_forecast(out: Console, loaded: Any, result: Any, workload: Any) -> None:
     """The utility forecast next to the baselines', and a warning (with a passing choice) when it is no better."""
-    from dq_engine.evaluation.forecast import judge_forecast
     from dqrelease.mechanisms.dispatch import recommendation
-    from dqrelease.mechanisms.utility import ACCEPT_FLAG, forecast_plan, forecast_shape
+    from dqrelease.mechanisms.utility import ACCEPT_FLAG, assess_plan, forecast_shape
     from dqrelease.plan import mechanism_budget, plan_inputs
 
     n = int(loaded.privacy.n)
     inputs = plan_inputs(loaded, n=n, workload=workload)
     shape = forecast_shape(inputs, rows=loaded.output.rows or n)
-    predicted = forecast_plan(result, shape)
-    if predicted is None:
+    verdict = assess_plan(result, shape)
+    if verdict is None:
         out.print(f"forecast: no model for {result.mechanism}; its utility is not checked", markup=False,
                   highlight=False)
         return
-    verdict = judge_forecast(predicted, shape)
     table = Table("forecast (public quantities only)", "worst one-way cell", "workload max", "source")
     for row in (verdict.forecast, *verdict.baselines):
         cells = row.worst_one_way_cell, row.workload_max

@@ -25,6 +25,7 @@ from dqrelease.mechanisms.base import Mechanism, MechanismKeys, PlanInputs, Rele
 from dqrelease.mechanisms.dispatch import plan_mechanism, run_mechanism
 from dqrelease.mechanisms.dualquery import DQRS, DUALQUERY, DQRSKeys, DualQueryKeys
 from dqrelease.mechanisms.games import FEM, SEPFEM, FEMKeys, SepFEMKeys
+from dqrelease.mechanisms.independent import INDEPENDENT, IndependentKeys
 from dqrelease.mechanisms.mwem import MWEM, MWEM_PARTICLES, MWEMKeys, MWEMParticlesKeys
 from dqrelease.mechanisms.randomized_response import RANDOMIZED_RESPONSE, RandomizedResponseKeys
 from dqrelease.mechanisms.registry import DEFAULT_MECHANISM, MECHANISMS, mechanism, register
@@ -43,10 +44,11 @@ __all__ = [
     "run_mechanism",
 ]
 
-register(DUALQUERY, DQRS, FEM, SEPFEM, MWEM, MWEM_PARTICLES, RANDOMIZED_RESPONSE, AUTO)  # the docs' order
+register(DUALQUERY, DQRS, FEM, SEPFEM, MWEM, MWEM_PARTICLES, RANDOMIZED_RESPONSE, INDEPENDENT, AUTO)  # the docs' order
 
 MechanismSettings = Annotated[
-    DualQueryKeys | DQRSKeys | FEMKeys | SepFEMKeys | MWEMKeys | MWEMParticlesKeys | RandomizedResponseKeys | AutoKeys,
+    DualQueryKeys | DQRSKeys | FEMKeys | SepFEMKeys | MWEMKeys | MWEMParticlesKeys | RandomizedResponseKeys
+    | IndependentKeys | AutoKeys,
     Field(discriminator="name"),
 ]
 """The ``[mechanism]`` section: the keys model of the mechanism its ``name`` selects."""

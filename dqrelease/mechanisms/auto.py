@@ -16,7 +16,9 @@ from pydantic import BaseModel
 from dqrelease.mechanisms.base import Mechanism, MechanismKeys, PlanInputs, ReleasePlan, RunInputs
 from dqrelease.mechanisms.choice import WIDE_COLUMNS, AutoRule, choose
 from dqrelease.mechanisms.dispatch import plan_mechanism
+from dqrelease.mechanisms.independent import IndependentKeys
 from dqrelease.mechanisms.registry import mechanism
+from dqrelease.mechanisms.utility import forecast_plan, forecast_shape, independent_baseline
 
 __all__ = ["AUTO", "AutoKeys", "chosen_keys"]
 
@@ -41,6 +43,19 @@ def chosen_keys(rule: AutoRule) -> BaseModel:
 def _plan(keys: AutoKeys, inputs: PlanInputs) -> ReleasePlan:
     rule = choose(inputs)
     planned = plan_mechanism(chosen_keys(rule), inputs)
+    shape = forecast_shape(inputs)
+    baseline = independent_baseline(planned, shape)
+    predicted = forecast_plan(planned, shape)
+    if baseline is not None and predicted is not None:
+        from dq_engine.evaluation.forecast import headline
+
+        mine, theirs = headline(predicted), headline(baseline)
+        if theirs <= mine:
+            independent = plan_mechanism(IndependentKeys(), inputs)
+            note = (f"auto chose independent columns: their forecast ({theirs:.3g}, the larger of worst one-way cell "
+                    f"and workload max) is below {rule.mechanism}'s ({mine:.3g}) at this n and epsilon; the rule "
+                    f"table would have chosen {rule.mechanism} ({rule.regime})")
+            return dataclasses.replace(independent, notes=[note, *independent.notes])
     note = f"auto chose {rule.mechanism} ({rule.regime}): {rule.why}"
     return dataclasses.replace(planned, notes=[note, *planned.notes])
 

@@ -28,6 +28,7 @@ __all__ = [
     "fit_passes",
     "forecast_plan",
     "forecast_shape",
+    "independent_baseline",
     "plan_epsilon",
 ]
 
@@ -83,17 +84,43 @@ def forecast_plan(plan: ReleasePlan, shape: ForecastShape) -> ErrorForecast | No
             shape, keep_probability=plan.parameters["keep_probability"],
             estimate_sd=plan.parameters["estimate_sd_bound"], label=plan.mechanism,
         )
+    if plan.mechanism == "independent":
+        return forecast.independent_forecast(shape, plan.parameters["rho"])
     if plan.mechanism in ("dualquery", "dqrs", "fem", "sepfem"):
         return forecast.raw_records_forecast(shape, _raw_records(plan), label=f"{plan.mechanism} (raw records)")
     return None
 
 
 def assess_plan(plan: ReleasePlan, shape: ForecastShape) -> UtilityVerdict | None:
-    """The forecast of ``plan`` against zeros and uniform (None for a mechanism without a model)."""
+    """The forecast of ``plan`` against zeros, uniform and independent columns at the plan's charged ε.
+
+    None for a mechanism without a model.
+    """
     from dq_engine.evaluation.forecast import judge_forecast
 
     predicted = forecast_plan(plan, shape)
-    return None if predicted is None else judge_forecast(predicted, shape)
+    if predicted is None:
+        return None
+    return judge_forecast(predicted, shape, independent=independent_baseline(plan, shape))
+
+
+def independent_baseline(plan: ReleasePlan, shape: ForecastShape) -> ErrorForecast | None:
+    """The forecast of independent columns at the ε and δ ``plan`` is charged (None for independent columns)."""
+    from dq_engine.errors import DQEngineError
+    from dq_engine.evaluation.forecast import independent_forecast
+    from dqrelease.mechanisms.independent import independent_rho
+
+    if plan.mechanism == "independent":
+        return None
+    charged = plan.charged
+    delta = charged.delta or plan.parameters.get("delta")  # a pure-epsilon plan: the release's delta
+    if not delta:
+        return None
+    try:
+        rho = independent_rho(charged.epsilon, delta, plan.mode)
+    except DQEngineError:
+        return None
+    return independent_forecast(shape, rho)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,14 +146,17 @@ def fit_passes(inputs: PlanInputs, shape: ForecastShape) -> bool | None:
     (slower) calibration of each mechanism's own plan.
     """
     from dq_engine.errors import DQEngineError
-    from dq_engine.evaluation.forecast import judge_forecast, particles_forecast
+    from dq_engine.evaluation.forecast import independent_forecast, judge_forecast, particles_forecast
     from dqrelease.mechanisms.fit import FitKeys, _fit_config
+    from dqrelease.mechanisms.independent import independent_rho
 
     try:
         config = _fit_config(FitKeys(), inputs)
+        public = inputs.public
+        independent = independent_forecast(shape, independent_rho(public.epsilon, public.delta, inputs.mode))
     except DQEngineError:
         return None
-    return judge_forecast(particles_forecast(shape, config, label="table fit"), shape).passes
+    return judge_forecast(particles_forecast(shape, config, label="table fit"), shape, independent=independent).passes
 
 
 def plan_epsilon(inputs: PlanInputs) -> float:

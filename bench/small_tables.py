@@ -1,0 +1,194 @@
+"""Few rows: does the chosen mechanism beat a DP table of independent columns, and does the forecast know it?
+
+Issue 25's small-table case: a release of 1,000 rows. Each setting of ``bench/fidelity.py`` (its data, workload and
+rules) is cut to ``--rows`` rows drawn without replacement with a public seed (:data:`SAMPLE_SEED`); then, at each
+ε and seed, the registry's ``independent`` (every column's noisy one-way marginal, columns independent),
+``mwem-particles`` and the default ``dualquery`` (with its table fit) run as the pipeline runs them (a
+ledger-charged grant each), and ``auto`` is planned to record what it chooses. For every run: the published rows'
+figures (:func:`bench.fidelity.published_figures`), every pair's two-way TVD against the sample's truth, the number
+of pairs on which the run is further from the truth than the independent-columns run of the same seed by more than
+0.02, and the plan's forecast (worst one-way cell, workload max).
+
+Command: ``.venv/bin/python bench/small_tables.py`` (writes ``bench/results/small_tables.json`` and ``.md``);
+``--smoke`` for a seconds-long check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.fidelity import SETTINGS, Loaded, mechanism_keys, published_figures  # noqa: E402
+from bench.scale_common import study_grant  # noqa: E402
+from dq_engine.data.dataset import Dataset  # noqa: E402
+from dq_engine.evaluation.fidelity import evaluate_rows, fidelity_reference  # noqa: E402
+from dq_engine.privacy.public import PublicQuantities  # noqa: E402
+from dq_engine.privacy.rng import make_rng  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+SAMPLE_SEED = 20_251_126
+MECHANISMS = ("independent", "mwem-particles", "dualquery")
+PUBLISH_SEED_OFFSET = 10_000
+DELTA = 1e-9
+WORSE_BY = 0.02
+"""A pair counts as *worse than independent columns* when its two-way TVD exceeds theirs by more than this."""
+
+
+def cut(loaded: Loaded, rows: int) -> Loaded:
+    """``rows`` records of the setting drawn without replacement (public seed); same workload and rules."""
+    codes = loaded.data.to_codes()
+    if rows >= len(codes):
+        return loaded
+    chosen = make_rng(SAMPLE_SEED).choice(len(codes), size=rows, replace=False)
+    data = Dataset.from_codes(loaded.data.domain, codes[np.sort(chosen)])
+    return Loaded(data=data, workload=loaded.workload, constraints=loaded.constraints, config_keys=loaded.config_keys,
+                  description=f"{loaded.description}, {rows} rows (seed {SAMPLE_SEED})")
+
+
+def _inputs(loaded: Loaded, epsilon: float):
+    from dqrelease.mechanisms import PlanInputs
+
+    public = PublicQuantities(
+        n=loaded.data.n, epsilon=epsilon, delta=DELTA, domain=loaded.data.domain, n_queries=len(loaded.workload),
+        n_marginals=loaded.workload.n_marginals,
+    )
+    return PlanInputs(public=public, mode="tight", deterministic=True, constraints=loaded.constraints,
+                      workload=loaded.workload)
+
+
+def forecast(plan, inputs) -> dict[str, Any]:
+    """The plan's forecast and verdict (public quantities only)."""
+    from dqrelease.mechanisms.utility import assess_plan, forecast_shape
+
+    verdict = assess_plan(plan, forecast_shape(inputs))
+    if verdict is None:
+        return {}
+    figures = verdict.forecast.figures()
+    return {"forecast_worst_one_way_cell": figures["worst_one_way_cell"].value,
+            "forecast_workload_max": figures["workload_max_error"].value, "forecast_passes": verdict.passes,
+            "forecast_failures": list(verdict.failures)}
+
+
+def run_one(name: str, loaded: Loaded, reference, epsilon: float, seed: int, *, smoke: bool) -> dict[str, Any]:
+    """Plan and run one mechanism; its figures, pair TVDs and forecast."""
+    from dqrelease.mechanisms import RunInputs, plan_mechanism, run_mechanism
+
+    inputs = _inputs(loaded, epsilon)
+    plan = plan_mechanism(mechanism_keys(name, loaded, smoke=smoke), inputs)
+    began = time.perf_counter()
+    result = run_mechanism(study_grant(plan), RunInputs(data=loaded.data, workload=loaded.workload,
+                                                        rng=make_rng(seed), true_answers=reference.answers))
+    seconds = time.perf_counter() - began
+    published = result.sample_rows(loaded.data.n, make_rng(PUBLISH_SEED_OFFSET + seed))
+    figures = published_figures(reference, published, loaded.constraints)
+    tables = evaluate_rows(reference, published, label=name).tables
+    m = reference.marginals.n_columns
+    pairs = [0.5 * float(np.abs(t - r).sum()) for t, r in zip(tables[m:], reference.tables[m:], strict=True)]
+    return {"mechanism": name, "epsilon": epsilon, "seed": seed, "seconds": seconds, **figures,
+            "pair_tvd": pairs, **forecast(plan, inputs)}
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Medians and ranges per (setting, ε, mechanism), with pairs worse than independent columns (same seed)."""
+    out = []
+    keys = sorted({(r["setting"], r["epsilon"], r["mechanism"]) for r in rows})
+    for setting, epsilon, mechanism in keys:
+        mine = [r for r in rows if (r["setting"], r["epsilon"], r["mechanism"]) == (setting, epsilon, mechanism)]
+        worse = []
+        for r in mine:
+            base = next((b for b in rows if (b["setting"], b["epsilon"], b["mechanism"], b["seed"])
+                         == (setting, epsilon, "independent", r["seed"])), None)
+            if base is not None:
+                worse.append(sum(a > b + WORSE_BY for a, b in zip(r["pair_tvd"], base["pair_tvd"], strict=True)))
+        entry = {"setting": setting, "epsilon": epsilon, "mechanism": mechanism, "seeds": len(mine),
+                 "pairs": len(mine[0]["pair_tvd"])}
+        for field in ("worst_one_way_cell", "mean_one_way_tvd", "mean_two_way_tvd", "workload_max_error",
+                      "violating_rows", "seconds", "forecast_worst_one_way_cell", "forecast_workload_max"):
+            values = [r[field] for r in mine if r.get(field) is not None]
+            if values:
+                entry[field] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+        if worse:
+            entry["pairs_worse_than_independent"] = {"median": statistics.median(worse), "min": min(worse),
+                                                     "max": max(worse)}
+        entry["forecast_passes"] = mine[0].get("forecast_passes")
+        out.append(entry)
+    return out
+
+
+def markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    """The summary as a Markdown table (medians, ranges in brackets)."""
+    def cell(entry, field, digits=3):
+        value = entry.get(field)
+        if value is None:
+            return "–"
+        return f"{value['median']:.{digits}g} [{value['min']:.{digits}g}–{value['max']:.{digits}g}]"
+
+    lines = [f"Small tables ({meta['rows']} rows; {meta['seeds']} seeds; load {meta['load_start']:.1f} → "
+             f"{meta['load_end']:.1f}; commit {meta['commit']})", "",
+             "| setting | ε | mechanism | worst 1-way | mean 2-way TVD | workload max | pairs worse than indep. "
+             "(of all) | forecast 1-way / workload | forecast passes | seconds |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for e in summary:
+        lines.append(
+            f"| {e['setting']} | {e['epsilon']:g} | {e['mechanism']} | {cell(e, 'worst_one_way_cell')} | "
+            f"{cell(e, 'mean_two_way_tvd')} | {cell(e, 'workload_max_error')} | "
+            f"{cell(e, 'pairs_worse_than_independent', 4)} ({e['pairs']}) | "
+            f"{cell(e, 'forecast_worst_one_way_cell')} / {cell(e, 'forecast_workload_max')} | "
+            f"{e['forecast_passes']} | {cell(e, 'seconds')} |")
+    lines += ["", "auto's choice per setting and ε: " + "; ".join(f"{k}: {v}" for k, v in meta["auto"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--settings", nargs="+", default=["adult", "kdd99"], choices=sorted(SETTINGS))
+    parser.add_argument("--rows", type=int, default=1_000)
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS))
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script, measures nothing")
+    parser.add_argument("--out", type=Path, default=RESULTS / "small_tables.json")
+    args = parser.parse_args()
+    from dqrelease.mechanisms import plan_mechanism
+
+    load_start = os.getloadavg()[0]
+    rows, auto = [], {}
+    for setting in args.settings:
+        loaded = cut(SETTINGS[setting].load(args.smoke), args.rows)
+        reference = fidelity_reference(loaded.data, workload=loaded.workload)
+        for epsilon in args.epsilons:
+            chosen = plan_mechanism(mechanism_keys("auto", loaded, smoke=False), _inputs(loaded, epsilon))
+            auto[f"{setting} eps {epsilon:g}"] = chosen.mechanism
+            for seed in range(args.seeds):
+                for name in args.mechanisms:
+                    row = run_one(name, loaded, reference, epsilon, seed, smoke=args.smoke)
+                    rows.append({"setting": setting, **row})
+                    print(f"{setting} eps {epsilon:g} seed {seed} {name}: worst 1-way "
+                          f"{row['worst_one_way_cell']:.3f}, workload max {row['workload_max_error']:.3f}, "
+                          f"{row['seconds']:.1f} s", file=sys.stderr)
+    commit = os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip()
+    meta = {"rows": args.rows, "seeds": args.seeds, "epsilons": args.epsilons, "settings": args.settings,
+            "sample_seed": SAMPLE_SEED, "delta": DELTA, "worse_by": WORSE_BY, "commit": commit,
+            "load_start": load_start, "load_end": os.getloadavg()[0], "auto": auto, "smoke": args.smoke,
+            "command": " ".join(sys.argv)}
+    summary = summarise(rows)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": meta, "summary": summary, "runs": rows}, indent=1) + "\n")
+    args.out.with_suffix(".md").write_text(markdown(summary, meta))
+    print(markdown(summary, meta))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
