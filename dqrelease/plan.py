@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     from dq_engine.data.workload import Workload
     from dq_engine.privacy.accounting import PureDpEvent
     from dqrelease.inputs.config import ReleaseConfig, WorkloadConfig, WorkloadPartConfig
+    from dqrelease.mechanisms.utility import AccuracyTargets
 
 __all__ = [
+    "accuracy_targets",
     "build_workload",
     "check_release_utility",
     "count_event",
@@ -160,7 +162,7 @@ def plan_inputs(config: ReleaseConfig, *, n: int, workload: Workload) -> PlanInp
 
 
 def check_release_utility(config: ReleaseConfig, plan: ReleasePlan, *, n: int, workload: Workload) -> None:
-    """Refuse ``plan`` when its utility forecast is no better than publishing zeros or uniform data.
+    """Refuse ``plan`` when its utility forecast is no better than a baseline or misses ``[accuracy]``.
 
     ``dqrelease run`` calls this before any data is read (declared ``n``) unless ``--accept-low-utility`` is given
     (:func:`dqrelease.mechanisms.dispatch.check_utility`; the forecast assumes ``output.rows`` published rows).
@@ -173,8 +175,17 @@ def check_release_utility(config: ReleaseConfig, plan: ReleasePlan, *, n: int, w
     epsilon, _ = mechanism_budget(config)
     offset = 0.0 if config.privacy.epsilon is None or epsilon is None else config.privacy.epsilon - epsilon
     check_utility(
-        plan, plan_inputs(config, n=n, workload=workload), rows=config.output.rows or n, epsilon_offset=offset
+        plan, plan_inputs(config, n=n, workload=workload), rows=config.output.rows or n, epsilon_offset=offset,
+        keys=config.mechanism, targets=accuracy_targets(config),
     )
+
+
+def accuracy_targets(config: ReleaseConfig) -> AccuracyTargets:
+    """The config's ``[accuracy]`` as the forecast's targets."""
+    from dqrelease.mechanisms.utility import AccuracyTargets
+
+    return AccuracyTargets(worst_one_way_cell=config.accuracy.worst_one_way_cell,
+                           workload_max=config.accuracy.workload_max)
 
 
 def plan_release(config: ReleaseConfig, *, n: int, workload: Workload) -> ReleasePlan:

@@ -255,15 +255,42 @@ def _print_forecast(out: Console, loaded: Any, result: Any, workload: Any) -> No
     out.print("theory: closed form of the mechanism's noise; calibrated: noise formula x constants fitted on "
               "benchmark runs; bound: a public lower bound (docs/engine.md, 'Forecast')", markup=False,
               highlight=False)
-    if verdict.passes:
-        return
     epsilon, _ = mechanism_budget(loaded)
     offset = 0.0 if epsilon is None else loaded.privacy.epsilon - epsilon
+    if verdict.passes:
+        _print_targets(out, loaded, inputs, verdict.forecast, offset)
+        return
     out.print(Text.assemble(
         ("warning: ", "yellow"),
         f"low utility: {'; '.join(verdict.failures)}. `dqrelease run` refuses this release unless {ACCEPT_FLAG} "
         f"is given; use {recommendation(inputs, epsilon_offset=offset)}",
     ), highlight=False)
+
+
+def _print_targets(out: Console, loaded: Any, inputs: Any, forecast: Any, offset: float) -> None:
+    """The accuracy targets, whether the forecast meets them, and the smallest epsilon that does (mechanism, auto)."""
+    from dqrelease.mechanisms.auto import AutoKeys
+    from dqrelease.mechanisms.dispatch import smallest_epsilon
+    from dqrelease.mechanisms.utility import ACCEPT_FLAG
+    from dqrelease.plan import accuracy_targets
+
+    targets = accuracy_targets(loaded)
+    rows = loaded.output.rows or inputs.public.n
+    misses = targets.misses(forecast)
+    lines = [f"accuracy targets ([accuracy]): {targets.shown()}: "
+             + ("met by the forecast" if not misses else "missed: " + "; ".join(misses))]
+    for label, keys in ((loaded.mechanism.name, loaded.mechanism), ("auto", AutoKeys())):
+        if label == "auto" and loaded.mechanism.name == "auto":
+            continue
+        found = smallest_epsilon(keys, inputs, targets, rows=rows)
+        if found is None:
+            lines.append(f"  {label}: no privacy.epsilon up to 64 meets them")
+        else:
+            chosen = "" if found[1].mechanism == label else f" (it chooses {found[1].mechanism})"
+            lines.append(f"  {label}{chosen}: the smallest privacy.epsilon that meets them is {found[0] + offset:.3g}")
+    if misses:
+        lines.append(f"`dqrelease run` refuses this release unless {ACCEPT_FLAG} is given")
+    out.print("\n".join(lines), markup=False, highlight=False)
 
 
 VERIFY_HELP = (

@@ -18,6 +18,7 @@ from dqrelease.inputs.toml_input import StrictModel, format_validation_error, re
 from dqrelease.mechanisms import DEFAULT_MECHANISM, MECHANISMS, MechanismSettings
 
 __all__ = [
+    "AccuracyConfig",
     "LedgerConfig",
     "OutputConfig",
     "PrivacyConfig",
@@ -277,6 +278,26 @@ class RunConfig(StrictModel):
         return self
 
 
+class AccuracyConfig(StrictModel):
+    """What the published table must reach, checked against the forecast before anything is read or charged.
+
+    ``dqrelease plan`` prints the smallest epsilon whose forecast meets both targets; ``dqrelease run`` refuses a
+    release whose forecast misses one (``--accept-low-utility`` publishes it anyway).
+    """
+
+    worst_one_way_cell: float = Field(
+        default=0.05, gt=0, le=1, allow_inf_nan=False,
+        description=(
+            "Largest error of any value's share in any column (the forecast's 'worst one-way cell'); default 0.05: "
+            "no published share more than 5 points off."
+        ),
+    )
+    workload_max: float | None = Field(
+        default=None, gt=0, le=1, allow_inf_nan=False,
+        description="Largest error of any workload query (the forecast's 'workload max'); default: no target.",
+    )
+
+
 class ReleaseConfig(StrictModel):
     """One release: source, schema, privacy, workload, mechanism, ledger, output, run settings."""
 
@@ -299,6 +320,10 @@ class ReleaseConfig(StrictModel):
     ledger: LedgerConfig = Field(description="Budget ledger: section [ledger].")
     output: OutputConfig = Field(description="Published outputs: section [output].")
     run: RunConfig = Field(default_factory=RunConfig, description="Randomness and execution: section [run].")
+    accuracy: AccuracyConfig = Field(
+        default_factory=AccuracyConfig,
+        description="Accuracy targets the forecast must meet before the release runs: section [accuracy].",
+    )
 
     @model_validator(mode="before")
     @classmethod

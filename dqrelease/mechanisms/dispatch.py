@@ -25,14 +25,27 @@ from dqrelease.mechanisms.registry import MECHANISMS, mechanism
 from dqrelease.mechanisms.utility import (
     ACCEPT_FLAG,
     EPSILON_GRID,
+    AccuracyTargets,
     Alternative,
     assess_plan,
     fit_passes,
+    forecast_plan,
     forecast_shape,
     plan_epsilon,
 )
 
-__all__ = ["check_utility", "passing_alternative", "plan_mechanism", "recommendation", "run_mechanism"]
+__all__ = [
+    "TARGET_EPSILON_RANGE",
+    "check_utility",
+    "passing_alternative",
+    "plan_mechanism",
+    "recommendation",
+    "run_mechanism",
+    "smallest_epsilon",
+]
+
+TARGET_EPSILON_RANGE = (1e-3, 64.0)
+"""The ε :func:`smallest_epsilon` searches (a target no ε up to 64 meets is reported as such)."""
 
 _SEARCHING: contextvars.ContextVar[bool] = contextvars.ContextVar("dqrelease_alternative_search", default=False)
 """True while :func:`passing_alternative` plans candidates: their own refusals then do not search again."""
@@ -143,19 +156,97 @@ def recommendation(inputs: PlanInputs, *, exclude: tuple[str, ...] = (), epsilon
     )
 
 
+def smallest_epsilon(
+    keys: MechanismKeys, inputs: PlanInputs, targets: AccuracyTargets, *, rows: int | None = None
+) -> tuple[float, ReleasePlan] | None:
+    """The smallest mechanism ε whose forecast meets ``targets`` (3 significant digits, rounded up), and its plan.
+
+    Bisection in log scale over :data:`TARGET_EPSILON_RANGE`: the forecasts fall as ε grows (each plan spends more
+    on the same steps, ``tests/forecast`` checks it on a grid), so the first ε that meets is found in 19 plans.
+    A plan that cannot be made at some ε (too small a budget) does not meet there. Returns None when even the
+    largest ε does not meet the targets.
+    """
+    shape = forecast_shape(inputs, rows=rows)
+
+    def planned(epsilon: float) -> ReleasePlan | None:
+        trial = dataclasses.replace(inputs, public=dataclasses.replace(inputs.public, epsilon=epsilon))
+        try:
+            plan = plan_mechanism(keys, trial)
+        except (DQEngineError, ReleaseError, ValueError):
+            return None
+        predicted = forecast_plan(plan, shape)
+        return plan if predicted is not None and not targets.misses(predicted) else None
+
+    import math
+
+    token = _SEARCHING.set(True)  # the plans' own refusals do not search for advice
+    try:
+        low, high = TARGET_EPSILON_RANGE
+        best = planned(high)
+        if best is None:
+            return None
+        first = planned(low)
+        if first is not None:
+            return low, first
+        for _ in range(16):  # 64 / 1e-3 = 2^16: 16 halvings of the log range leave a factor of 1.0002
+            middle = math.sqrt(low * high)
+            found = planned(middle)
+            if found is None:
+                low = middle
+            else:
+                high, best = middle, found
+        shown = float(f"{high:.3g}")
+        if shown < high:
+            shown = float(f"{high * (1 + 1e-3):.3g}")
+        again = planned(shown)
+        return (shown, again) if again is not None else (high, best)
+    finally:
+        _SEARCHING.reset(token)
+
+
 def check_utility(
-    plan: ReleasePlan, inputs: PlanInputs, *, rows: int | None = None, epsilon_offset: float = 0.0
+    plan: ReleasePlan,
+    inputs: PlanInputs,
+    *,
+    rows: int | None = None,
+    epsilon_offset: float = 0.0,
+    keys: MechanismKeys | None = None,
+    targets: AccuracyTargets | None = None,
 ) -> None:
-    """Refuse ``plan`` when its forecast is no better than zeros or uniform (one line, names a passing choice).
+    """Refuse ``plan`` when its forecast is no better than a baseline or misses an accuracy target (one line).
+
+    Args:
+        plan: The planned release.
+        inputs: Its public inputs.
+        rows: Published rows (default ``n``).
+        epsilon_offset: Added to a mechanism ε to give ``privacy.epsilon`` (the noisy count's share).
+        keys: The configured mechanism keys: a missed target names the smallest ε at which they meet it.
+        targets: The accuracy targets, or None.
 
     Raises:
-        ConfigInvalidError: With the failing figures and :func:`recommendation` of a passing alternative.
+        ConfigInvalidError: With the failing figures and what would pass (a mechanism and ε, or the ε that meets
+            the targets).
     """
     verdict = assess_plan(plan, forecast_shape(inputs, rows=rows))
-    if verdict is None or verdict.passes:
+    if verdict is None:
         return
-    advice = recommendation(inputs, epsilon_offset=epsilon_offset)
+    if not verdict.passes:
+        advice = recommendation(inputs, epsilon_offset=epsilon_offset)
+        raise ConfigInvalidError(
+            f"low utility: the forecast of {verdict.forecast.label} at epsilon = {plan_epsilon(inputs):.4g}: "
+            f"{'; '.join(verdict.failures)}; use {advice}, or rerun with {ACCEPT_FLAG} to publish it anyway"
+        )
+    misses = [] if targets is None else targets.misses(verdict.forecast)
+    if not misses:
+        return
+    found = None if keys is None else smallest_epsilon(keys, inputs, targets, rows=rows)
+    if found is None:
+        fix = (f"no privacy.epsilon up to {TARGET_EPSILON_RANGE[1] + epsilon_offset:g} meets them with this mechanism"
+               if keys is not None else "raise privacy.epsilon")
+    else:
+        fix = f"the smallest privacy.epsilon whose forecast meets them is {found[0] + epsilon_offset:.3g}"
     raise ConfigInvalidError(
-        f"low utility: the forecast of {verdict.forecast.label} at epsilon = {plan_epsilon(inputs):.4g}: "
-        f"{'; '.join(verdict.failures)}; use {advice}, or rerun with {ACCEPT_FLAG} to publish it anyway"
+        f"accuracy target missed: the forecast of {verdict.forecast.label} at epsilon = {plan_epsilon(inputs):.4g}: "
+        f"{'; '.join(misses)}; {fix}; raise privacy.epsilon, relax [accuracy], or rerun with {ACCEPT_FLAG} to "
+        "publish it anyway"
     )

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ACCEPT_FLAG",
     "EPSILON_GRID",
+    "AccuracyTargets",
     "Alternative",
     "assess_plan",
     "fit_passes",
@@ -37,6 +38,39 @@ EPSILON_GRID = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
 ACCEPT_FLAG = "--accept-low-utility"
 """The ``dqrelease run`` option that publishes a release whose forecast is no better than a baseline."""
+
+@dataclass(frozen=True, kw_only=True)
+class AccuracyTargets:
+    """What a release must reach (the config's ``[accuracy]``), compared with its forecast.
+
+    Attributes:
+        worst_one_way_cell: Largest forecast error of any value's share in any column, or None.
+        workload_max: Largest forecast error of any workload query, or None.
+    """
+
+    worst_one_way_cell: float | None = None
+    workload_max: float | None = None
+
+    def misses(self, forecast: ErrorForecast) -> list[str]:
+        """One phrase per target the forecast misses (an unknown figure misses its target)."""
+        figures = forecast.figures()
+        out = []
+        for key, figure_name, label, target in (
+            ("worst_one_way_cell", "worst_one_way_cell", "worst one-way cell", self.worst_one_way_cell),
+            ("workload_max", "workload_max_error", "workload max", self.workload_max),
+        ):
+            value = figures[figure_name].value
+            if target is not None and (value is None or value > target):
+                shown = "unknown" if value is None else f"{value:.3g}"
+                out.append(f"{label} {shown} misses accuracy.{key} = {target:g}")
+        return out
+
+    def shown(self) -> str:
+        """The targets in one phrase."""
+        parts = [f"worst one-way cell <= {self.worst_one_way_cell:g}" if self.worst_one_way_cell else "",
+                 f"workload max <= {self.workload_max:g}" if self.workload_max else ""]
+        return ", ".join(p for p in parts if p) or "none"
+
 
 def forecast_shape(inputs: PlanInputs, *, rows: int | None = None) -> ForecastShape:
     """The forecast's public shape: of ``inputs.workload``, or approximated from ``N`` and ``M`` without one.

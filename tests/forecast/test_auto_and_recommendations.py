@@ -56,10 +56,18 @@ def test_auto_chooses_mwem_particles_for_an_adult_shape_and_says_why():
 
 def test_auto_chooses_raw_dualquery_for_a_wide_schema():
     sizes = (2,) * (WIDE_COLUMNS + 50)
-    plan = plan_mechanism(AutoKeys(), _inputs(sizes, n=60_000, one_way_only=True))
+    plan = plan_mechanism(AutoKeys(), _inputs(sizes, n=60_000))
     assert plan.mechanism == "dualquery"
     assert plan.fit is None and plan.parameters["eta"] == 2.0 and plan.parameters["free_policy"] == "zero"
     assert plan.notes[0].startswith(f"auto chose dualquery (wide schema: more than {WIDE_COLUMNS} columns)")
+
+
+def test_auto_chooses_independent_columns_for_a_one_way_workload():
+    # a workload of single columns is answered best by spending all of rho on exactly those marginals
+    sizes = (2,) * (WIDE_COLUMNS + 50)
+    plan = plan_mechanism(AutoKeys(), _inputs(sizes, n=60_000, one_way_only=True))
+    assert plan.mechanism == "independent"
+    assert plan.notes[0].startswith("auto chose independent columns: their forecast")
 
 
 def test_auto_is_a_registered_mechanism_that_needs_a_public_n():

@@ -25,6 +25,7 @@ from dq_engine import (
     DQRSConfig,
     DualQueryConfig,
     FEMConfig,
+    IndependentConfig,
     MWEMConfig,
     OracleConfig,
     PrivacyGrant,
@@ -34,6 +35,7 @@ from dq_engine import (
     dqrs,
     dualquery,
     fem,
+    independent_columns,
     make_rng,
     mwem,
     randomized_response,
@@ -76,7 +78,7 @@ def _untouchable(data: Dataset) -> Dataset:
 
 
 ENGINE_RUNS = ["dualquery", "dqrs", "fem", "sepfem", "mwem", "mwem-particles", "randomized_response",
-               "dualquery_parity", "fit_table"]
+               "dualquery_parity", "fit_table", "independent"]
 
 
 def _runs(data: Dataset):
@@ -103,6 +105,8 @@ def _runs(data: Dataset):
         "dualquery_parity": lambda d, g: dualquery_parity(
             _untouchable(bits) if isinstance(d, _Untouchable) else bits, parities,
             ParityConfig(eta=0.5, samples=10, rounds=2), grant=g, rng=make_rng(3)),
+        "independent": lambda d, g: independent_columns(d, IndependentConfig(rho=0.05, rows=300), grant=g,
+                                                        rng=make_rng(3)),
         "fit_table": lambda d, g: fit_table(
             d, workload, _result(data, workload), dataclasses.replace(particles, seed_fraction=0.5), grant=g,
             rng=make_rng(3)),
@@ -137,7 +141,7 @@ def _engine_entry_points() -> list[tuple[str, object]]:
 def test_the_walk_finds_every_known_engine_mechanism():
     names = {name.rsplit(".", 1)[1] for name, _ in _engine_entry_points()}
     assert {"dualquery", "dqrs", "fem", "sepfem", "mwem", "randomized_response", "dualquery_parity", "fit_table",
-            "run_primal_game", "RoundLoop"} <= names
+            "run_primal_game", "RoundLoop", "independent_columns"} <= names
 
 
 @pytest.mark.parametrize("name, entry", _engine_entry_points(), ids=lambda value: str(value).rsplit(".", 1)[-1])
@@ -162,7 +166,7 @@ def test_a_grant_too_small_refuses_before_the_data_is_read(table, mechanism):
     assert tiny.spent == ()
 
 
-@pytest.mark.parametrize("mechanism", ["dualquery", "fem", "mwem", "randomized_response"])
+@pytest.mark.parametrize("mechanism", ["dualquery", "fem", "mwem", "randomized_response", "independent"])
 def test_a_grant_pays_for_one_run_not_two(table, mechanism):
     run = _runs(table)[mechanism]
     probe = grant_for_tests()
