@@ -71,6 +71,10 @@ def _options(
 
 
 PREFECT_DEFAULTS = {
+    # a local server's SQLite database answers 503 while another writer holds it; Prefect's client retries 503 with
+    # exponential backoff (2, 4, 8... s). Its default of 5 retries (62 s) was spent by 16 releases started at once
+    # (bench/prefect_api_contention.py: 7 of 32 runs failed with PrefectHTTPStatusError 503, left Pending); 8 (510 s)
+    "PREFECT_CLIENT_MAX_RETRIES": "8",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",

@@ -130,3 +130,16 @@ def test_internal_files_are_owner_only_and_published_files_keep_their_modes(ws: 
     os.umask(umask)
     published = {path.name: oct(mode(path)) for path in release.iterdir()}
     assert published == {name: oct(0o666 & ~umask) for name in published}
+
+
+def test_cli_gives_prefect_client_retries_enough_for_16_concurrent_releases(monkeypatch: pytest.MonkeyPatch):
+    """Prefect's 5 retries of a 503 from a busy SQLite server ran out with 16 releases at once (an API error, the flow
+    run left Pending; bench/prefect_api_contention.py); the CLI sets 8 unless the user set their own."""
+    from dqrelease.cli.app import _prefect_environment
+
+    monkeypatch.delenv("PREFECT_CLIENT_MAX_RETRIES", raising=False)
+    _prefect_environment()
+    assert int(os.environ["PREFECT_CLIENT_MAX_RETRIES"]) >= 8
+    monkeypatch.setenv("PREFECT_CLIENT_MAX_RETRIES", "3")
+    _prefect_environment()
+    assert os.environ["PREFECT_CLIENT_MAX_RETRIES"] == "3"
