@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 
 import pytest
 
@@ -39,38 +40,36 @@ def _earlier_charge(ws: Workspace) -> None:
                   run_id="an-earlier-release", note="earlier release")
 
 
-def test_output_directory_that_is_a_file_is_named(ws: Workspace):
-    _configure(ws, "output", "directory", "data.csv")
-    before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
-    expect_refusal(ws, outcome, code=2, problem=r"output directory .*data\.csv.*is a file",
-                   fix=r"set output\.directory to a writable folder", ledger_before=before)
-
-
-def test_output_directory_under_a_system_file_is_named(ws: Workspace):
-    _configure(ws, "output", "directory", "/proc/version/dqrelease-out")
-    before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
-    expect_refusal(ws, outcome, code=2, problem=r"/proc/version is a file",
-                   fix=r"set output\.directory to a writable folder", ledger_before=before)
-
-
-def test_working_database_that_is_a_directory_is_named(ws: Workspace):
-    (ws.root / "work").mkdir()
-    _configure(ws, "run", "database", "work")
-    before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
-    expect_refusal(ws, outcome, code=2, problem=r"run\.database .*work is a directory",
-                   fix=r"set run\.database to a DuckDB file", ledger_before=before)
-
-
-def test_working_database_that_is_not_duckdb_is_named(ws: Workspace):
+def _not_a_database(ws: Workspace) -> str:
     (ws.root / "work.duckdb").write_text("not a database\n" * 100)
-    _configure(ws, "run", "database", "work.duckdb")
+    return "work.duckdb"
+
+
+def _a_folder(ws: Workspace) -> str:
+    (ws.root / "work").mkdir()
+    return "work"
+
+
+PLACE_CASES = [
+    pytest.param("output", "directory", lambda ws: "data.csv", r"output directory .*data\.csv.*is a file",
+                 r"set output\.directory to a writable folder", id="output-directory-is-a-file"),
+    pytest.param("output", "directory", lambda ws: "/proc/version/dqrelease-out", r"/proc/version is a file",
+                 r"set output\.directory to a writable folder", id="output-directory-under-a-system-file"),
+    pytest.param("run", "database", _a_folder, r"run\.database .*work is a directory",
+                 r"set run\.database to a DuckDB file", id="working-database-is-a-folder"),
+    pytest.param("run", "database", _not_a_database, r"run\.database .*work\.duckdb cannot be used",
+                 r"set run\.database to a DuckDB file", id="working-database-is-not-duckdb"),
+]
+
+
+@pytest.mark.parametrize(("section", "key", "place", "problem", "fix"), PLACE_CASES)
+def test_unusable_place_of_the_run_is_named_before_the_data_is_read(
+    ws: Workspace, section: str, key: str, place: Callable[[Workspace], str], problem: str, fix: str
+):
+    _configure(ws, section, key, place(ws))
     before = ledger_state(ws.ledger)
     outcome = run_cli(ws, "run", str(ws.config), "--quiet")
-    expect_refusal(ws, outcome, code=2, problem=r"run\.database .*work\.duckdb cannot be used",
-                   fix=r"set run\.database to a DuckDB file", ledger_before=before)
+    expect_refusal(ws, outcome, code=2, problem=problem, fix=fix, ledger_before=before)
 
 
 def test_truncated_ledger_is_named_before_the_data_is_read(ws: Workspace):
