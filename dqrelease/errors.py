@@ -22,7 +22,9 @@ __all__ = [
     "UnchargedRunError",
     "ValidationFailedError",
     "VerificationError",
+    "committed_charge",
     "debugging",
+    "note_committed_charge",
 ]
 
 
@@ -33,6 +35,24 @@ DEBUG_VARIABLE = "DQRELEASE_DEBUG"
 def debugging() -> bool:
     """True when :data:`DEBUG_VARIABLE` is ``1``."""
     return os.environ.get(DEBUG_VARIABLE) == "1"
+
+
+_CHARGE_NOTE = "the run failed after its charge of epsilon = {epsilon:.4g} was committed; charges are never refunded"
+
+
+def note_committed_charge(error: BaseException, epsilon: float) -> None:
+    """Record on ``error`` that the run failed after the ledger committed its charge (``epsilon`` in total).
+
+    The CLI's one line then ends with :func:`committed_charge`: a run that charged and failed says so.
+    """
+    if committed_charge(error) is None:
+        error.add_note(_CHARGE_NOTE.format(epsilon=epsilon))
+
+
+def committed_charge(error: BaseException) -> str | None:
+    """The note :func:`note_committed_charge` left on ``error`` (None when the run charged nothing)."""
+    prefix = _CHARGE_NOTE.split("{", 1)[0]
+    return next((note for note in getattr(error, "__notes__", ()) if note.startswith(prefix)), None)
 
 
 class ExitCode(IntEnum):

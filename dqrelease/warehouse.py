@@ -13,12 +13,17 @@ Invariants:
 * Results are read completely before the next statement runs: a half-read DuckDB result blocks its
   connection. Streams (:func:`stream_batches`) must be consumed or closed before the connection is reused.
 * One connection per thread; a connection is not shared across threads.
+* A database file that holds private data (the run's working database) is opened with :func:`private_database`:
+  the file, its write-ahead log and its spill folder are created owner-only (0600 / 0700).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +36,7 @@ __all__ = [
     "connect",
     "drop_table",
     "materialize",
+    "private_database",
     "query_rows",
     "quote_identifier",
     "render",
@@ -57,6 +63,46 @@ def connect(path: Path | None) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:" if path is None else str(path))
     con.execute("set enable_progress_bar = false")
     return con
+
+
+PRIVATE_UMASK = 0o077
+"""The umask while a private database is open: DuckDB's files (0666 minus the umask) become 0600."""
+
+_umask_guard = threading.Lock()
+_umask_state: dict[str, int] = {"open": 0, "previous": 0}  # private connections open; the umask before the first
+
+
+@contextmanager
+def _private_umask() -> Iterator[None]:
+    """Hold the process's umask at :data:`PRIVATE_UMASK` while at least one private database is open.
+
+    DuckDB creates the database file, its write-ahead log (created and removed as the connection writes and
+    checkpoints) and its spill folder itself, with no mode of its own: the umask is the one way to have them
+    created owner-only. The umask is per process; a file another thread creates meanwhile is only more
+    restricted, and the previous umask is back once the last private connection closes.
+    """
+    with _umask_guard:
+        if _umask_state["open"] == 0:
+            _umask_state["previous"] = os.umask(PRIVATE_UMASK)
+        _umask_state["open"] += 1
+    try:
+        yield
+    finally:
+        with _umask_guard:
+            _umask_state["open"] -= 1
+            if _umask_state["open"] == 0:
+                os.umask(_umask_state["previous"])
+
+
+@contextmanager
+def private_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection (see :func:`connect`) to a database file of private data, closed on exit.
+
+    The file and everything DuckDB creates beside it while the connection is open are created 0600 (folders 0700),
+    never chmod-ed after (:func:`_private_umask`).
+    """
+    with _private_umask(), connect(path) as con:
+        yield con
 
 
 def quote_identifier(name: str) -> str:

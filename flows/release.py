@@ -34,6 +34,7 @@ from prefect import flow
 
 from dq_engine import Dataset, SynthesisResult, Workload, make_rng
 from dq_engine.privacy.rng import spawn
+from dqrelease.errors import note_committed_charge
 from dqrelease.inputs.config import ReleaseConfig
 from dqrelease.inputs.schema import Schema
 from dqrelease.ledger.grants import MechanismGrant, grant_after_charge, grant_for_replay
@@ -50,7 +51,14 @@ from dqrelease.tasks.outputs import (
     write_manifests,
 )
 from dqrelease.tasks.prepare import discretize_raw, ingest_raw, load_release_config, validate_raw
-from dqrelease.tasks.privacy import charge_budget, count_records, plan_privacy, replay_count, workload_from_config
+from dqrelease.tasks.privacy import (
+    charge_budget,
+    check_ledger,
+    count_records,
+    plan_privacy,
+    replay_count,
+    workload_from_config,
+)
 from dqrelease.tasks.synthesize import answer_partition, synthesize
 
 ANSWER_PARTITIONS = 8
@@ -93,19 +101,28 @@ def _read_private(config: ReleaseConfig, schema: Schema, run: RunContext) -> Dat
     return discretize_raw(schema, run).with_neighbouring(config.privacy.neighbouring)
 
 
+def _abandon(runs: list[RunContext], receipts: list[dict[str, Any]], error: BaseException) -> None:
+    """Remove failed runs' files; if the ledger already committed charges, ``error`` says so (never refunded)."""
+    for run in runs:
+        run.abandon()
+    if receipts:
+        note_committed_charge(error, sum(receipt["epsilon"] for receipt in receipts))
+
+
 def _prepare(config_path: str, *, output_directory: str | None, accept_low_utility: bool = False) -> _Prepared:
     config, schema = load_release_config(config_path)
     workload = workload_from_config(config, schema)
     plan = plan_privacy(config, int(config.privacy.n), workload) if config.privacy.n != "noisy" else None
     if plan is not None and not accept_low_utility:  # refused before anything is read or charged
         check_release_utility(config, plan, n=plan.n, workload=workload)
+    check_ledger(config)  # before the data is read: output folder, working database (new_run) and ledger usable
     run = new_run(config, output=Path(output_directory) if output_directory else None)
+    receipts: list[dict[str, Any]] = []
     try:
         seed = run_seed(config)
         rngs = _streams(seed)
         seed_file = str(run.write_seed(seed)) if run.seeded else None
         data = _read_private(config, schema, run)
-        receipts = []
         if plan is None:  # n is private: charge and release a noisy count, then plan with its lower bound
             count_receipt, n_plan = count_records(config, data, run, rngs["count"])
             receipts.append(count_receipt)
@@ -116,8 +133,8 @@ def _prepare(config_path: str, *, output_directory: str | None, accept_low_utili
         grant = grant_after_charge(
             config=config, plan=plan, workload=workload, receipt=receipts[-1], run_id=run.run_id
         )
-    except BaseException:
-        run.abandon()
+    except BaseException as error:
+        _abandon([run], receipts, error)
         raise
     return _Prepared(
         config_path=config_path, config=config, schema=schema, workload=workload, grant=grant, run=run, data=data,
@@ -200,8 +217,8 @@ def release(
                 prepared.grant, prepared.data, prepared.workload, prepared.rngs["mechanism"], answers, dask_address
             ).result()
         return _finish(prepared, result, answers)
-    except BaseException:
-        prepared.run.abandon()
+    except BaseException as error:
+        _abandon([prepared.run], prepared.receipts, error)
         raise
 
 
@@ -221,9 +238,8 @@ def release_many(config_paths: list[str], *, dask_address: str | None = None) ->
             synthesize.submit(p.grant, p.data, p.workload, p.rngs["mechanism"], None, dask_address) for p in prepared
         ]
         return [_finish(p, future.result()) for p, future in zip(prepared, futures, strict=True)]
-    except BaseException:
-        for p in prepared:
-            p.run.abandon()
+    except BaseException as error:
+        _abandon([p.run for p in prepared], [r for p in prepared for r in p.receipts], error)
         raise
 
 
@@ -242,11 +258,11 @@ def run_release(
     address = dask_address or load_release_config.fn(config_path)[0].run.dask_address
     if address is None:
         return release(config_path, output_directory=output_directory, accept_low_utility=accept_low_utility)
-    from prefect_dask import DaskTaskRunner
-
     from dqrelease.runtime.cluster import dask_scheduler
 
-    with dask_scheduler(address) as scheduler:
+    with dask_scheduler(address) as scheduler:  # reached (or refused) before the flow reads or charges anything
+        from prefect_dask import DaskTaskRunner
+
         flow_on_dask = release.with_options(task_runner=DaskTaskRunner(address=scheduler))
         return flow_on_dask(
             config_path, dask_address=scheduler, output_directory=output_directory,

@@ -120,9 +120,9 @@ def write_manifests(
         "finished": datetime.now(UTC).isoformat(), "plan": plan.as_dict(), "charges": charges,
         "outputs": outputs, "rows": rows, "seed_file": seed_file,
     }
-    write_json(build_manifest(**common, public=False), run.staging_internal / "manifest.json")
+    write_json(build_manifest(**common, public=False), run.staging_internal / "manifest.json", internal=True)
     release = build_manifest(**common, public=True, release_dir=run.release_dir)
-    write_json(release, run.staging_release / "release.json")
+    write_json(release, run.staging_release / "release.json", internal=False)
 
 
 @task(name="publish", **TASK_OPTIONS)

@@ -14,9 +14,10 @@ from dqrelease.inputs.config import ReleaseConfig, load_config
 from dqrelease.inputs.discretize import discretize
 from dqrelease.inputs.ingest import ingest_source
 from dqrelease.inputs.schema import Schema, load_schema, rule_actions
+from dqrelease.outputs.private_files import write_internal
 from dqrelease.outputs.runs import RunContext
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
-from dqrelease.warehouse import connect
+from dqrelease.warehouse import private_database
 
 RAW_TABLE = "raw"
 
@@ -35,7 +36,7 @@ def load_release_config(config_path: str) -> tuple[ReleaseConfig, Schema]:
 @private_errors
 def ingest_raw(config: ReleaseConfig, schema: Schema, run: RunContext) -> int:
     """Load the raw table into the working DuckDB file; return its row count."""
-    with connect(run.database) as con:
+    with private_database(run.database) as con:
         return ingest_source(con, config.source, schema, table=RAW_TABLE)
 
 
@@ -48,7 +49,7 @@ def validate_raw(config: ReleaseConfig, schema: Schema, run: RunContext, rows: i
     breaking each rule are counted into the INTERNAL :data:`RAW_RULE_REPORT` (never logged: a count can equal a
     private ``n``).
     """
-    with connect(run.database) as con:
+    with private_database(run.database) as con:
         broken = validate_table(con, RAW_TABLE, schema, label="raw table")
     if schema.rules:
         actions = rule_actions(schema)
@@ -57,8 +58,7 @@ def validate_raw(config: ReleaseConfig, schema: Schema, run: RunContext, rows: i
             "rules": [{"rule": name, "on_violation": actions[name], "raw_rows_breaking": count}
                       for name, count in broken.items()],
         }
-        run.staging_internal.mkdir(parents=True, exist_ok=True)
-        (run.staging_internal / RAW_RULE_REPORT).write_text(json.dumps(report, indent=2) + "\n")
+        write_internal(run.staging_internal / RAW_RULE_REPORT, json.dumps(report, indent=2) + "\n")
     declared = config.privacy.n
     if declared != "noisy" and declared != rows:
         raise ValidationFailedError(
@@ -72,5 +72,5 @@ def validate_raw(config: ReleaseConfig, schema: Schema, run: RunContext, rows: i
 @private_errors
 def discretize_raw(schema: Schema, run: RunContext) -> Dataset:
     """Discretize the raw table in SQL and load the codes (validated one value per block)."""
-    with connect(run.database) as con:
+    with private_database(run.database) as con:
         return discretize(con, RAW_TABLE, schema)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any
 
+import duckdb
 import numpy as np
 from prefect import get_run_logger, task
 
 from dq_engine import Dataset, Workload
-from dqrelease.errors import UnchargedRunError
+from dqrelease.errors import LedgerError, UnchargedRunError
 from dqrelease.inputs.config import ReleaseConfig, config_hash
 from dqrelease.inputs.encoding import domain_from_columns
 from dqrelease.inputs.schema import Schema
@@ -28,6 +31,32 @@ def _ledger(config: ReleaseConfig) -> Ledger:
             config.ledger.dataset_id, epsilon=config.ledger.initial_cap_epsilon, delta=config.ledger.initial_cap_delta
         )
     return ledger
+
+
+@contextmanager
+def _ledger_file_errors(config: ReleaseConfig) -> Iterator[None]:
+    """A DuckDB error of the ledger's file (truncated, not a database) as a :class:`LedgerError` naming the file."""
+    try:
+        yield
+    except duckdb.Error as error:
+        raise LedgerError(
+            f"ledger {config.ledger.path} cannot be read ({type(error).__name__}: the file is damaged, e.g. "
+            "truncated, or is not a dqrelease ledger); restore it from a backup or fix ledger.path"
+        ) from None
+
+
+@task(name="check-ledger", **TASK_OPTIONS)
+def check_ledger(config: ReleaseConfig) -> None:
+    """Read the dataset's budget before the private data is read: a ledger that cannot be used stops the run here.
+
+    A missing ledger is fine (the charge creates it).
+
+    Raises:
+        LedgerError: The ledger file is damaged, locked past the timeout, or written by a newer dqrelease.
+    """
+    if config.ledger.path.exists():
+        with _ledger_file_errors(config):
+            Ledger(config.ledger.path).budgets(config.ledger.dataset_id)
 
 
 @task(name="build-workload", **TASK_OPTIONS)
@@ -52,11 +81,12 @@ def plan_privacy(config: ReleaseConfig, n: int, workload: Workload) -> ReleasePl
 def charge_budget(config: ReleaseConfig, plan: ReleasePlan, run: RunContext) -> dict[str, Any]:
     """Commit the plan's cost to the ledger (refused if it would exceed the dataset's cap)."""
     epsilon, delta, rho = ledger_amounts(plan)
-    receipt = _ledger(config).charge(
-        config.ledger.dataset_id, epsilon=epsilon, delta=delta, rho=rho, mode=plan.mode,
-        mechanism=plan.mechanism, config_hash=config_hash(config), run_id=run.run_id,
-        note=f"{plan.mechanism} release {config.name}",
-    )
+    with _ledger_file_errors(config):
+        receipt = _ledger(config).charge(
+            config.ledger.dataset_id, epsilon=epsilon, delta=delta, rho=rho, mode=plan.mode,
+            mechanism=plan.mechanism, config_hash=config_hash(config), run_id=run.run_id,
+            note=f"{plan.mechanism} release {config.name}",
+        )
     return receipt.as_dict()
 
 
@@ -70,11 +100,12 @@ def count_records(
     The charge is ``n_epsilon`` plus δ/2 (the probability that the count's lower bound fails).
     """
     event = count_event(config)
-    receipt = _ledger(config).charge(  # both amounts are configured values, exact: ε as given, δ halved exactly
-        config.ledger.dataset_id, epsilon=Fraction(event.epsilon), delta=Fraction(config.privacy.delta) / 2, rho=None,
-        mode=config.privacy.accounting, mechanism="laplace-count", config_hash=config_hash(config),
-        run_id=run.run_id, note=f"noisy record count for release {config.name}",
-    )
+    with _ledger_file_errors(config):  # both amounts are configured values, exact: ε as given, δ halved exactly
+        receipt = _ledger(config).charge(
+            config.ledger.dataset_id, epsilon=Fraction(event.epsilon), delta=Fraction(config.privacy.delta) / 2,
+            rho=None, mode=config.privacy.accounting, mechanism="laplace-count", config_hash=config_hash(config),
+            run_id=run.run_id, note=f"noisy record count for release {config.name}",
+        )
     return receipt.as_dict(), _noisy_planning_n(config, data, rng)
 
 

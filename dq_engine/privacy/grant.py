@@ -98,6 +98,18 @@ class PrivacyGrant:
                 )
             self._spent.extend(events)
 
+    def __getstate__(self) -> dict:
+        """Pickled (e.g. to a Dask worker) with what was spent so far; the lock is made anew on the other side."""
+        with self._lock:
+            state = dict(self.__dict__)
+            state["_spent"] = list(self._spent)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __repr__(self) -> str:
         return (
             f"PrivacyGrant(epsilon={self.epsilon!r}, delta={self.delta!r}, mode={self.mode!r}, "

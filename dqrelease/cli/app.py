@@ -23,7 +23,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from dqrelease.errors import DEBUG_VARIABLE, ExitCode, ReleaseError
+from dqrelease.errors import DEBUG_VARIABLE, ExitCode, ReleaseError, committed_charge
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success, 1 internal error, 2 invalid config or schema, 3 validation failure, 4 budget refused, "
@@ -71,6 +71,10 @@ def _options(
 
 
 PREFECT_DEFAULTS = {
+    # a local server's SQLite database answers 503 while another writer holds it; Prefect's client retries 503 with
+    # exponential backoff (2, 4, 8... s). Its default of 5 retries (62 s) was spent by 16 releases started at once
+    # (bench/prefect_api_contention.py: 7 of 32 runs failed with PrefectHTTPStatusError 503, left Pending); 8 (510 s)
+    "PREFECT_CLIENT_MAX_RETRIES": "8",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",
@@ -117,6 +121,9 @@ def _fail(error: BaseException) -> NoReturn:
         line = f"{type(error).__name__}; rerun with --debug for the traceback"
         code = int(ExitCode.INTERNAL_ERROR)
     label = "error: " if isinstance(error, ReleaseError) else "internal error: "
+    charged = committed_charge(error)  # a run that failed after its ledger charge says so
+    if charged:
+        line = f"{line}; {charged}"
     console.print(Text.assemble((label, "red"), line.replace("\n", " ")), highlight=False)
     _release_frames(error)
     raise typer.Exit(code)
@@ -139,6 +146,27 @@ def _load(config: Path):
 
     loaded = load_config(config)
     return loaded, load_schema(loaded.schema_file)
+
+
+CRON_FIX = "give five fields 'minute hour day-of-month month day-of-week', e.g. --cron '0 6 1 * *' (06:00 on the 1st)"
+
+
+def check_cron(cron: str) -> None:
+    """Refuse a cron schedule Prefect would not accept, before the config is loaded or a server started.
+
+    Raises:
+        ConfigInvalidError: One line naming the schedule and the fix (exit 2).
+    """
+    from prefect.client.schemas.schedules import CronSchedule
+    from pydantic import ValidationError
+
+    from dqrelease.errors import ConfigInvalidError
+
+    try:
+        CronSchedule(cron=cron)
+    except ValidationError as error:
+        reason = error.errors()[0]["msg"].removeprefix("Value error, ").split(":")[0]
+        raise ConfigInvalidError(f"--cron {cron!r} is not a valid cron schedule ({reason}); {CRON_FIX}") from None
 
 
 def _exit_without_teardown() -> None:

@@ -26,6 +26,7 @@ from dqrelease.cli.app import (
     _state,
     _stdout,
     app,
+    check_cron,
     console,
 )
 
@@ -347,6 +348,7 @@ def serve(
 ) -> None:
     """Serve a Prefect deployment that runs the release on a cron schedule (blocks; Ctrl-C stops)."""
     with _exit_codes():
+        check_cron(cron)
         loaded, _ = _load(config)
         _prefect_environment()
         from dqrelease.runtime.prefect_server import prefect_api

@@ -1,8 +1,10 @@
 """The release config (one TOML file), validated with pydantic (see ``docs/config.md``).
 
-Every model forbids unknown keys, so a typo is an error. Relative paths are resolved against the directory of
-the config file. Loading a config never reads the private data: :func:`load_config` only parses TOML. The
-``[mechanism]`` section is the keys model of the chosen mechanism (:mod:`dqrelease.mechanisms`).
+Every model forbids unknown keys, so a typo is an error, and a file is validated in strict mode, so a value of the
+wrong TOML type is an error too (``n = "48842"``; an integer for a float key, ``epsilon = 1``, is fine). Relative
+paths are resolved against the directory of the config file. Loading a config never reads the private data:
+:func:`load_config` only parses TOML. The ``[mechanism]`` section is the keys model of the chosen mechanism
+(:mod:`dqrelease.mechanisms`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from dqrelease.errors import ConfigInvalidError
-from dqrelease.inputs.toml_input import StrictModel, format_validation_error, read_toml, resolve_path
+from dqrelease.inputs.toml_input import STRICT, StrictModel, format_validation_error, read_toml, resolve_path
 from dqrelease.mechanisms import DEFAULT_MECHANISM, MECHANISMS, MechanismSettings
 
 __all__ = [
@@ -371,7 +373,7 @@ def load_config(path: Path) -> ReleaseConfig:
         if isinstance(block, dict) and key in block:
             block[key] = resolve_path(base, block[key])
     try:
-        return ReleaseConfig.model_validate(raw)
+        return ReleaseConfig.model_validate(raw, strict=STRICT)
     except ValidationError as error:
         raise ConfigInvalidError(format_validation_error(error, path, raw, ReleaseConfig)) from None
 

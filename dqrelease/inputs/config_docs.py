@@ -22,6 +22,7 @@ from dqrelease.inputs.config import (
     WorkloadConfig,
     WorkloadPartConfig,
 )
+from dqrelease.inputs.toml_input import MAX_TOML_BYTES
 from dqrelease.mechanisms import MECHANISMS
 from dqrelease.mechanisms.base import OracleKeys
 
@@ -78,7 +79,10 @@ def config_reference_markdown() -> str:
         "",
         "Generated from `dqrelease/inputs/config.py` and the mechanism registry (`dqrelease/mechanisms/`) by",
         "`dqrelease.inputs.config_docs.config_reference_markdown()`; a test keeps it in sync.",
-        "Unknown keys are errors. Relative paths are resolved against the config file's directory.",
+        "Unknown keys are errors. Values are checked in strict mode: a value of the wrong TOML type is an error, never",
+        "converted (`n = \"48842\"`, `rounds = 3.0`, `epsilon = true`); an integer for a number key (`epsilon = 1`) is",
+        f"fine. Config and schema files are at most {MAX_TOML_BYTES // 2**20} MB. Relative paths are resolved against",
+        "the config file's directory.",
         "See `examples/adult/release.toml` for a complete example and `docs/schema.md` for the schema file.",
     ]
     for title, model, prefix in (

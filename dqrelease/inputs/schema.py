@@ -21,7 +21,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from dqrelease.errors import ConfigInvalidError
 from dqrelease.inputs.columns import ColumnSchema
 from dqrelease.inputs.rules import RuleSchema, constraints_from_rules
-from dqrelease.inputs.toml_input import StrictModel, format_validation_error, read_toml
+from dqrelease.inputs.toml_input import STRICT, StrictModel, format_validation_error, read_toml
 
 if TYPE_CHECKING:
     from dq_engine.data.constraints import Constraints
@@ -81,7 +81,7 @@ def load_schema(path: Path) -> Schema:
     path = Path(path)
     raw = read_toml(path, what="schema")
     try:
-        return Schema.model_validate(raw)
+        return Schema.model_validate(raw, strict=STRICT)
     except ValidationError as error:
         raise ConfigInvalidError(format_validation_error(error, path, raw, Schema)) from None
 

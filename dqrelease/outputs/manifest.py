@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dqrelease.inputs.config import ReleaseConfig, config_hash, file_sha256
+from dqrelease.outputs.private_files import write_internal
 
 __all__ = [
     "CODE_PACKAGES",
@@ -196,8 +197,11 @@ def plan_fingerprint(plan: dict[str, Any]) -> str:
     return json.dumps(plan, default=str, sort_keys=True)
 
 
-def write_json(data: dict[str, Any], path: Path) -> Path:
-    """Write pretty JSON."""
+def write_json(data: dict[str, Any], path: Path, *, internal: bool) -> Path:
+    """Write pretty JSON; ``internal``: an owner-only (0600) file (:func:`~.private_files.write_internal`)."""
+    text = json.dumps(data, indent=2, default=str) + "\n"
+    if internal:
+        return write_internal(path, text)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    path.write_text(text)
     return path

@@ -3,9 +3,10 @@
 Layout under ``output.directory``::
 
     releases/<run_id>/      published: synthetic.parquet / .csv / .duckdb and release.json (public)
-    internal/<run_id>/      INTERNAL: error_report.{json,md,html}, manifest.json (audit), seed (0600)
-    .staging/<run_id>/      work in progress; renamed into place only when every step succeeded; holds the
-                            run's working DuckDB file work.duckdb (the raw private table) unless
+    internal/<run_id>/      INTERNAL (folder 0700, files 0600): error_report.{json,md,html}, manifest.json
+                            (audit), raw_rule_violations.json, seed
+    .staging/<run_id>/      work in progress (0700); renamed into place only when every step succeeded; holds
+                            the run's working DuckDB file work.duckdb (the raw private table, 0600) unless
                             run.database names one
     .staging/<run_id>.lock  held (flock) by the live run; a lock nobody holds marks a dead run
 
@@ -15,6 +16,9 @@ then the release; the release's rename is the commit point. A run killed before 
 cannot clean up after itself: the next run under the same output directory finds its lock free, removes its
 staging directory and, if its release was never published, the internal files it had moved already.
 Concurrent runs of one config never share a working database.
+
+Every INTERNAL file is created owner-only from the start (:mod:`dqrelease.outputs.private_files`); the published
+files and ``releases/<run_id>`` keep the modes the umask gives them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import os
 import secrets
 import shutil
 import threading
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +35,7 @@ from pathlib import Path
 from dq_engine.privacy.rng import fresh_seed
 from dqrelease.errors import ConfigInvalidError
 from dqrelease.inputs.config import ReleaseConfig
+from dqrelease.outputs.private_files import INTERNAL_DIRECTORY_MODE, write_internal
 from dqrelease.runtime.pause_points import pause_point
 
 try:  # POSIX advisory locks mark live runs; without them (Windows) dead runs are not cleaned up
@@ -88,11 +94,7 @@ class RunContext:
 
     def write_seed(self, seed: int) -> Path:
         """Store the seed of a seeded run in a restricted (0600) file in the staged internal directory."""
-        self.staging_internal.mkdir(parents=True, exist_ok=True)
-        path = self.staging_internal / "seed"
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(f"{seed}\n")
+        write_internal(self.staging_internal / "seed", f"{seed}\n")
         return self.internal_dir / "seed"
 
     @property
@@ -135,8 +137,12 @@ def new_run(config: ReleaseConfig, *, output: Path | None = None) -> RunContext:
         config: The release config.
         output: Override of ``output.directory`` (a replay's scratch directory).
 
+    The staging folder is created 0700 and the working database 0600 (by DuckDB, under a restrictive umask:
+    :func:`dqrelease.warehouse.private_database`), so the raw table is never readable by another user; an explicit
+    ``run.database`` is opened here once too, before anything is read or charged.
+
     Raises:
-        ConfigInvalidError: The output directory cannot be created or written.
+        ConfigInvalidError: The output directory cannot be created or written, or ``run.database`` cannot be used.
     """
     started = datetime.now(UTC)
     run_id = f"{config.name}-{started.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
@@ -146,16 +152,20 @@ def new_run(config: ReleaseConfig, *, output: Path | None = None) -> RunContext:
         staging.parent.mkdir(parents=True, exist_ok=True)
         recover_dead_runs(root)
         _hold_lock(staging.with_name(f"{run_id}.lock"))
-        (staging / "release").mkdir(parents=True, exist_ok=False)
-        (staging / "internal").mkdir(parents=True, exist_ok=False)
+        staging.mkdir(mode=INTERNAL_DIRECTORY_MODE)
+        (staging / "release").mkdir()
+        (staging / "internal").mkdir(mode=INTERNAL_DIRECTORY_MODE)
     except OSError as error:
-        _release_lock(staging.with_name(f"{run_id}.lock"))
-        reason = error.strerror or type(error).__name__
+        with suppress(OSError):
+            _release_lock(staging.with_name(f"{run_id}.lock"))
+        shutil.rmtree(staging, ignore_errors=True)
+        blocker = next((p for p in (root, *root.parents) if p.exists()), root)
+        reason = f"{blocker} is a file" if not blocker.is_dir() else (error.strerror or type(error).__name__)
         raise ConfigInvalidError(
             f"output directory {root} cannot be written ({reason}); set output.directory to a writable folder"
         ) from None
     explicit = config.run.database is not None and output is None
-    return RunContext(
+    run = RunContext(
         run_id=run_id,
         started=started.isoformat(),
         output=root,
@@ -163,6 +173,38 @@ def new_run(config: ReleaseConfig, *, output: Path | None = None) -> RunContext:
         database=config.run.database if explicit else staging / "work.duckdb",
         seeded=config.run.seed_mode == "seeded",
     )
+    try:
+        _create_working_database(run.database, explicit=explicit)
+    except BaseException:
+        run.abandon()
+        raise
+    return run
+
+
+def _create_working_database(path: Path, *, explicit: bool) -> None:
+    """Create (or, for ``run.database``, open once) the working database, 0600, before anything is read or charged.
+
+    An existing ``run.database`` is used as it is (its mode is the operator's); it must be a DuckDB file.
+
+    Raises:
+        ConfigInvalidError: ``run.database`` is a directory, not a DuckDB file, or cannot be created or opened.
+    """
+    import duckdb
+
+    from dqrelease.warehouse import private_database
+
+    fix = "set run.database to a DuckDB file in a writable folder, or remove the key (each run then gets its own)"
+    if explicit and path.is_dir():
+        raise ConfigInvalidError(f"run.database {path} is a directory, not a DuckDB file; {fix}")
+    try:
+        if explicit:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        with private_database(path):
+            pass
+    except (OSError, duckdb.Error) as error:
+        reason = getattr(error, "strerror", None) or str(error).splitlines()[0] or type(error).__name__
+        what = "run.database" if explicit else "the working database"
+        raise ConfigInvalidError(f"{what} {path} cannot be used ({reason}); {fix}") from None
 
 
 def recover_dead_runs(output: Path) -> list[str]:

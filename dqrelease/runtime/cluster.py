@@ -10,6 +10,9 @@ Dask workers report task states and artifacts to the same Prefect API as the flo
 inherit it through :func:`dqrelease.runtime.prefect_server.shared_api` (which starts Prefect's temporary server
 when no API is set); a remote cluster needs a Prefect server both sides can reach (set
 ``PREFECT_API_URL`` on the flow's machine and on the workers).
+
+A scheduler address is reached (:func:`check_scheduler`, at most :data:`SCHEDULER_TIMEOUT` seconds) before the flow
+starts, so a cluster that does not answer stops the run before anything is read or charged.
 """
 
 from __future__ import annotations
@@ -17,12 +20,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import Executor
 from contextlib import ExitStack, contextmanager
+from types import ModuleType
 
 from dqrelease.errors import ConfigInvalidError
 
-__all__ = ["dask_executor", "dask_scheduler", "local_worker_count"]
+__all__ = ["SCHEDULER_TIMEOUT", "check_scheduler", "dask_executor", "dask_scheduler", "local_worker_count"]
 
 DEFAULT_LOCAL_WORKERS = 2
+
+SCHEDULER_TIMEOUT = 5.0
+"""Seconds :func:`check_scheduler` waits for a Dask scheduler to answer before the run is refused."""
+
+DASK_FIX = "pip install 'dqrelease[dask]'"
 
 
 def local_worker_count(address: str) -> int | None:
@@ -39,15 +48,51 @@ def local_worker_count(address: str) -> int | None:
     return None
 
 
+def _distributed() -> ModuleType:
+    """The ``distributed`` module (imported only when a run asks for Dask), or a refusal naming what to install."""
+    try:
+        import distributed
+        import prefect_dask  # noqa: F401 - the flow's task runner needs it too
+    except ImportError as error:
+        raise ConfigInvalidError(
+            f"a Dask run needs the packages distributed and prefect-dask ({error.name} is not installed); "
+            f"{DASK_FIX}, or run without --dask / run.dask_address"
+        ) from None
+    return distributed
+
+
+def check_scheduler(address: str, *, timeout: float = SCHEDULER_TIMEOUT) -> None:
+    """Connect to the Dask scheduler at ``address`` and disconnect: it must answer within ``timeout`` seconds.
+
+    Raises:
+        ConfigInvalidError: Dask is not installed, or the scheduler did not answer (nothing was read or charged).
+    """
+    distributed = _distributed()
+    try:
+        with distributed.Client(address, timeout=timeout, set_as_default=False):
+            pass
+    except (OSError, TimeoutError, ValueError) as error:
+        reason = "did not answer" if isinstance(error, OSError | TimeoutError) else "is not a scheduler address"
+        raise ConfigInvalidError(
+            f"Dask scheduler {address} {reason} within {timeout:g} s; start the scheduler or fix the address "
+            "(--dask or run.dask_address), or run without Dask; nothing was read or charged"
+        ) from None
+
+
 @contextmanager
 def dask_scheduler(address: str) -> Iterator[str]:
-    """Yield a scheduler address: the given one, or that of a local cluster started (and stopped) here."""
+    """Yield a scheduler address: the given one (once it answers), or that of a local cluster started here.
+
+    Raises:
+        ConfigInvalidError: Dask is not installed, or the scheduler at ``address`` did not answer.
+    """
     workers = local_worker_count(address)
     with ExitStack() as stack:
         if workers is None:
+            check_scheduler(address)
             yield address
             return
-        from distributed import LocalCluster
+        LocalCluster = _distributed().LocalCluster  # noqa: N806 - a class
 
         from dqrelease.runtime.prefect_server import shared_api
 

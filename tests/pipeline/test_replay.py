@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from dqrelease.cli import app
 from dqrelease.errors import ExitCode, ReplayRefusedError, UnchargedRunError
 from dqrelease.ledger import Ledger
+from tests.budgets import grant_for_tests
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -288,7 +289,8 @@ def test_a_grant_cannot_be_made_by_hand(planned: SimpleNamespace):
     from dqrelease.ledger.grants import MechanismGrant
 
     with pytest.raises(UnchargedRunError, match="issued only by"):
-        MechanismGrant(plan=planned.plan, run_id="r1", basis="ledger charge", reference="people#1", _issuer=object())
+        MechanismGrant(plan=planned.plan, run_id="r1", basis="ledger charge", reference="people#1",
+                       privacy=grant_for_tests(), _issuer=object())
 
 
 def test_grant_after_charge_needs_the_charge_in_the_ledger(planned: SimpleNamespace, mechanism_calls: list[str]):

@@ -272,3 +272,17 @@ def test_a_ledger_grant_of_a_fitted_plan_covers_the_mechanism_and_its_fit(table,
     plan, inputs = _plan(table, "dualquery", samples=10, fit={"particles": 1000, "rounds": 2})
     result = run_mechanism(study_grant(plan, tmp_path), inputs)
     assert np.isclose(result.weights.sum(), 1.0) if result.weights is not None else len(result.records)
+
+
+def test_a_grant_travels_to_another_process_with_what_was_spent():
+    import pickle
+
+    from dq_engine import ZCDPEvent
+
+    grant = PrivacyGrant(epsilon=1.0, delta=1e-6, purpose="pickled")
+    grant.spend([ZCDPEvent(rho=0.01, count=1, label="x")], mechanism="first")
+    copy = pickle.loads(pickle.dumps(grant))  # a Dask worker gets its inputs this way
+    assert copy.spent == grant.spent and (copy.epsilon, copy.delta, copy.purpose) == (1.0, 1e-6, "pickled")
+    copy.spend([ZCDPEvent(rho=0.01, count=1, label="y")], mechanism="second")  # the copy has its own lock
+    with pytest.raises(BudgetExceededError):
+        copy.spend([ZCDPEvent(rho=10.0, count=1, label="z")], mechanism="third")

@@ -76,14 +76,30 @@ CONFIG_CASES = [
                  id="output-rows-absurd"),
     pytest.param(_set("workload", "k", 9), r"workload\.k", r"less than or equal|at most|<=", id="workload-k-9"),
     pytest.param(_set("output", "formats", ["xlsx"]), r"output\.formats", r"parquet", id="output-format-unknown"),
+    # ------------------------------------------------------------------ wrong TOML types: refused, never coerced
+    pytest.param(_set("privacy", "n", "1000"), r"privacy\.n must be an integer or 'noisy', not a string",
+                 r"whole number without quotes", id="n-as-string"),
+    pytest.param(_set("privacy", "n", 1000.0), r"privacy\.n must be an integer", r"whole number", id="n-as-float"),
+    pytest.param(_set("privacy", "epsilon", True), r"privacy\.epsilon must be a number, not true/false",
+                 r"write a number", id="epsilon-as-bool"),
+    pytest.param(_set("privacy", "epsilon", "1.0"), r"privacy\.epsilon must be a number, not a string",
+                 r"without quotes", id="epsilon-as-string"),
+    pytest.param(_set("mechanism", "rounds", 3.0), r"mechanism\.rounds must be an integer, not a decimal",
+                 r"whole number", id="rounds-as-float"),
+    pytest.param(_set("run", "seed", "4242"), r"run\.seed must be an integer, not a string", r"without quotes",
+                 id="seed-as-string"),
+    pytest.param(_set("source", "header", "true"), r"source\.header must be true or false, not a string",
+                 r"without quotes", id="header-as-string"),
+    pytest.param(_set(None, "schema_file", 3), r"schema_file must be a quoted path", r"put the path in quotes",
+                 id="schema-file-as-number"),
     # ------------------------------------------------------------------ keys and sections
     pytest.param(_set(None, "epsilonn", 1.0), r"epsilonn", r"remove it|spelling", id="unknown-top-level-key"),
     pytest.param(_set("privacy", "epslion", 1.0), r"privacy\.epslion", r"remove it|spelling",
                  id="unknown-key-in-section"),
     pytest.param(_set("mechanism", "eta", 1.0), r"mechanism\.eta", r"remove it", id="key-of-another-mechanism"),
     pytest.param(_set("mechanism", "name", "magic"), r"mechanism", r"mwem|dualquery", id="unknown-mechanism"),
-    pytest.param(_drop("privacy", "ledger"), all_of(r"\bprivacy\b", r"\bledger\b"), r"required",
-                 id="missing-sections-both-named"),
+    pytest.param(_drop("privacy", "ledger"), all_of(r"\[privacy\]", r"\[ledger\]", r"required"),
+                 r"add them \(docs/config\.md\)", id="missing-sections-both-named"),
     pytest.param(
         _several(_set("privacy", "epsilon", -1.0), _set("output", "formats", ["xlsx"]),
                  _set("ledger", "dataset_id", ""), _set("workload", "k", 9)),
@@ -125,9 +141,10 @@ def test_invalid_config_is_refused_before_the_data_is_read(ws: Workspace, change
 RAW_CASES = [
     pytest.param(bytes(range(256)) * 8, r"not UTF-8", r"save it as a UTF-8", id="binary-file"),
     pytest.param(b'name = "x"\n[privacy\nn = 3', r"not valid TOML", r"fix the syntax", id="toml-syntax"),
-    pytest.param(b"", all_of(r"\bname\b", r"schema_file", r"source", r"privacy", r"ledger", r"output"),
-                 r"required", id="empty-file-lists-every-required-key"),
-    pytest.param(b"# padding\n" * 1_000_000, r"larger than", r"right file", id="oversized-file"),
+    pytest.param(b"", all_of(r"\bname\b", r"schema_file", r"source", r"privacy", r"ledger", r"output", r"required"),
+                 r"add them \(docs/config\.md\)", id="empty-file-lists-every-required-key"),
+    pytest.param(b"# padding\n" * 1_000_000, r"larger than the 8 MB limit",
+                 r"give the release's config TOML file", id="oversized-file"),
     pytest.param(b"\xef\xbb\xbf" + toml_text({"name": 3}).encode(), all_of(r"\bname\b", r"string|str"),
                  r"required|string", id="bom-then-wrong-type"),
 ]
@@ -140,6 +157,19 @@ def test_unreadable_config_file_is_refused(ws: Workspace, content: bytes, proble
     outcome = run_cli(ws, "run", str(ws.config), "--quiet")
     expect_refusal(ws, outcome, code=2, problem=problem, fix=fix, ledger_before=before)
     assert not ws.ledger.exists()
+
+
+def test_integer_for_a_float_key_stays_accepted(ws: Workspace):
+    """TOML writes ``epsilon = 1`` as an integer: strict validation still takes it as the number 1.0."""
+    from dqrelease.inputs.config import load_config
+
+    config = base_config()
+    config["privacy"]["epsilon"] = 1
+    config["privacy"]["delta"] = 1e-6
+    ws.config.write_text(toml_text(config))
+    assert '"epsilon" = 1\n' in ws.config.read_text()
+    loaded = load_config(ws.config)
+    assert loaded.privacy.epsilon == 1.0 and isinstance(loaded.privacy.epsilon, float)
 
 
 def test_config_path_that_is_a_directory_is_refused(ws: Workspace):

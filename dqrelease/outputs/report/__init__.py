@@ -31,6 +31,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dqrelease.outputs.private_files import write_internal
 from dqrelease.outputs.report.charts import draw, warm_up
 from dqrelease.outputs.report.data import INTERNAL_BANNER, build_error_report, gaussian_baseline_rho, release_answers
 from dqrelease.outputs.report.formatting import fmt
@@ -54,16 +55,17 @@ _fmt = fmt  # the name this module had before it became a package (tests/pipelin
 def write_error_report(report: dict[str, Any], directory: Path) -> dict[str, Path]:
     """Write ``error_report.json``, ``error_report.md`` and ``error_report.html`` into ``directory``.
 
-    The pages are rendered from ``report``, the dict the JSON holds, and its charts (:func:`.charts.draw`).
+    The pages are rendered from ``report``, the dict the JSON holds, and its charts (:func:`.charts.draw`). Each
+    file is INTERNAL: created owner-only (0600) from the start
+    (:func:`~dqrelease.outputs.private_files.write_internal`).
     """
-    directory.mkdir(parents=True, exist_ok=True)
     paths = {
         "json": directory / "error_report.json",
         "markdown": directory / "error_report.md",
         "html": directory / "error_report.html",
     }
-    paths["json"].write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    write_internal(paths["json"], json.dumps(report, indent=2, sort_keys=False) + "\n")
     plots = draw(report)
-    paths["markdown"].write_text(render_markdown(report, plots))
-    paths["html"].write_text(render_html(report, plots))
+    write_internal(paths["markdown"], render_markdown(report, plots))
+    write_internal(paths["html"], render_html(report, plots))
     return paths
