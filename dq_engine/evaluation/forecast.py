@@ -58,9 +58,10 @@ the data's distance from uniform, which only the data knows; the forecast uses i
 benchmark tables, :data:`UNIFORM_TYPICAL_SHARE` of its largest possible error ``1 - 1/size`` (calibrated).
 
 *Independent columns* at the release's ε are the third baseline: a release whose larger figure (its *headline*) is not
-below theirs publishes structure that noise swamps, and independent columns would serve the reader better; the
-comparison is of headlines because independent columns spend all of ρ on the one-way marginals and win that figure
-alone by construction.
+below theirs publishes structure that noise swamps, and independent columns would serve the reader better. That is
+said (a note of the verdict, printed by ``dqrelease plan``; ``auto`` then chooses them), not refused: the accuracy
+targets decide what is refused. The comparison is of headlines because independent columns spend all of ρ on the
+one-way marginals and win that figure alone by construction.
 
 A forecast figure that is not below uniform's typical value, or not below zeros' bound where that bound is above
 what the true table resampled to ``r`` rows would score (:func:`resampling_floor`), is *no better than publishing
@@ -258,11 +259,13 @@ class UtilityVerdict:
         forecast: The release's forecast.
         baselines: The zeros and uniform forecasts.
         failures: One phrase per figure where the forecast is no better than a baseline (empty: it passes).
+        notes: Advice that does not fail the release (independent columns forecast to do better).
     """
 
     forecast: ErrorForecast
     baselines: tuple[ErrorForecast, ...]
     failures: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def passes(self) -> bool:
@@ -469,8 +472,8 @@ def judge_forecast(
 ) -> UtilityVerdict:
     """Compare ``forecast`` with zeros, uniform and (given) independent columns at the same ε.
 
-    It fails where a figure is not below zeros' or uniform's, and where its headline (the larger figure) is not
-    below that of ``independent`` (:func:`independent_forecast`; module docstring, "Baselines").
+    It fails where a figure is not below zeros' or uniform's; where its headline (the larger figure) is not below
+    that of ``independent`` (:func:`independent_forecast`), a note says so (module docstring, "Baselines").
 
     Each figure is compared with uniform's typical value, and with zeros' public bound where that bound is above
     the :func:`resampling_floor` of the figure's cells. Below it the bound is no evidence: e.g. zeros' workload
@@ -492,14 +495,14 @@ def judge_forecast(
                 shown = "unknown" if figure.value is None else f"{figure.value:.3g}"
                 failures.append(f"{_FIGURE_NAMES[name]} {shown} is no better than publishing {baseline.label} "
                                 f"({other.shown()})")
-    baselines = (zeros, uniform)
+    baselines, notes = (zeros, uniform), []
     if independent is not None:
         baselines = (*baselines, independent)
         mine, theirs = headline(forecast), headline(independent)
         if mine >= theirs:
-            failures.append(f"its larger figure {mine:.3g} is no better than publishing {independent.label} at the "
-                            f"same epsilon ({theirs:.3g})")
-    return UtilityVerdict(forecast=forecast, baselines=baselines, failures=tuple(failures))
+            notes.append(f"{independent.label} at the same epsilon are forecast to do better: larger figure "
+                         f"{theirs:.3g} against {mine:.3g}")
+    return UtilityVerdict(forecast=forecast, baselines=baselines, failures=tuple(failures), notes=tuple(notes))
 
 
 def headline(forecast: ErrorForecast) -> float:

@@ -256,6 +256,9 @@ def _print_forecast(out: Console, loaded: Any, result: Any, workload: Any) -> No
     out.print("theory: closed form of the mechanism's noise; calibrated: noise formula x constants fitted on "
               "benchmark runs; bound: a public lower bound (docs/engine.md, 'Forecast')", markup=False,
               highlight=False)
+    for note in verdict.notes:
+        out.print(Text.assemble(("note: ", "yellow"), f"{note}; mechanism.name = 'independent' (or 'auto', which "
+                                "chooses them then) publishes them"), highlight=False)
     epsilon, _ = mechanism_budget(loaded)
     offset = 0.0 if epsilon is None else loaded.privacy.epsilon - epsilon
     if verdict.passes:

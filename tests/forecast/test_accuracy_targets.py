@@ -76,7 +76,7 @@ def test_the_smallest_epsilon_meets_the_target_and_a_slightly_smaller_one_does_n
 
 
 def test_a_target_no_epsilon_meets_is_said_so():
-    inputs = _inputs(50)
+    inputs = _inputs(5_000)
     assert smallest_epsilon(MECHANISMS["mwem-particles"].keys(), inputs, AccuracyTargets(worst_one_way_cell=1e-4)) \
         is None
     plan = plan_mechanism(MECHANISMS["independent"].keys(), inputs)
