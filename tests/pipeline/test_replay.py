@@ -110,7 +110,7 @@ def _make_release(root: Path, **options: bool) -> SimpleNamespace:
     (root / "release.toml").write_text(_config(**options))
     # 300 rows with a noisy n: the forecast says the table is no better than zeros; the replay is what is tested here
     accept = ["--accept-low-utility"] if options.get("noisy") else []
-    result = _run("run", str(root / "release.toml"), "--quiet", *accept)
+    result = _run("run", str(root / "release.toml"), "--quiet", "--seeded-test-or-audit", *accept)
     assert result.exit_code == ExitCode.OK, result.output
     [release] = sorted((root / "out" / "releases").iterdir())
     return SimpleNamespace(
@@ -288,7 +288,8 @@ def test_a_grant_cannot_be_made_by_hand(planned: SimpleNamespace):
     from dqrelease.ledger.grants import MechanismGrant
 
     with pytest.raises(UnchargedRunError, match="issued only by"):
-        MechanismGrant(plan=planned.plan, run_id="r1", basis="ledger charge", reference="people#1", _issuer=object())
+        MechanismGrant(plan=planned.plan, run_id="r1", basis="ledger charge", reference="people#1", privacy=None,
+                       _issuer=object())
 
 
 def test_grant_after_charge_needs_the_charge_in_the_ledger(planned: SimpleNamespace, mechanism_calls: list[str]):
@@ -494,6 +495,83 @@ def test_verify_refuses_tampering_before_reading_the_data(
     assert ingest_calls == []
     assert _ledger_state(pristine.root) == ledger
     assert _outputs_state(pristine.root) == outputs
+
+
+def _describe_epsilon_8(s) -> Path:
+    """Rewrite the manifest to describe an ε = 8 release: a config file, its hash and its plan, all consistent.
+
+    Everything a replay checks on files (config hash, schema, inputs, code, packages, seed) matches; only the ledger
+    knows that run paid for ε = 2.
+    """
+    from dqrelease.inputs.config import config_hash, load_config
+    from dqrelease.inputs.encoding import domain_from_columns
+    from dqrelease.inputs.schema import load_schema
+    from dqrelease.plan import build_workload, plan_release
+
+    edited = s.root / "release-eps8.toml"
+    edited.write_text(s.config.read_text().replace("epsilon = 2.0", "epsilon = 8.0"))
+    config = load_config(edited)
+    workload = build_workload(config.workload, domain_from_columns(load_schema(config.schema_file).columns))
+    plan = plan_release(config, n=ROWS, workload=workload).as_dict()
+    assert plan["costs"][plan["accounting_mode"]]["epsilon"] > 7
+
+    def change(record: dict) -> None:
+        record.update(config_path=str(edited), config_sha256=config_hash(config),
+                      config=json.loads(config.model_dump_json(exclude={"run": {"seed"}})), privacy=plan)
+
+    _edit_json(s.manifest, change)
+    return edited
+
+
+def test_verify_refuses_a_manifest_rewritten_to_describe_an_uncharged_release(
+    pristine: SimpleNamespace, ingest_calls: list[str]
+):
+    ledger, outputs = _ledger_state(pristine.root), _outputs_state(pristine.root)
+    _describe_epsilon_8(pristine)
+    result = _run("verify", str(pristine.manifest))
+    assert result.exit_code == ExitCode.REPLAY_REFUSED, result.output
+    line = _stderr_line(result)
+    assert f"ledger {pristine.root / 'ledger.duckdb'} holds no charge of run {pristine.release.name}" in line
+    assert "nothing was read from the data" in line, line
+    assert "(dualquery at epsilon=7.8" in line, line  # the ε = 8 plan spends 7.816 of it
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert ingest_calls == []
+    assert _ledger_state(pristine.root) == ledger
+    assert _outputs_state(pristine.root) == outputs
+
+
+def test_replay_release_refuses_a_rewritten_manifest_before_the_ingest(
+    pristine: SimpleNamespace, ingest_calls: list[str], mechanism_calls: list[str]
+):
+    from dqrelease.flows.release import replay_release
+    from dqrelease.ledger.grants import grant_for_replay
+    from dqrelease.outputs.replay import prepare_replay
+    from dqrelease.plan import plan_release
+
+    ledger = _ledger_state(pristine.root)
+    _describe_epsilon_8(pristine)
+    with pytest.raises(ReplayRefusedError, match=r"ledger .*ledger\.duckdb holds no charge of run"):
+        replay_release(str(pristine.manifest))
+    target = prepare_replay(pristine.manifest)  # the files all match the edited manifest ...
+    from dqrelease.inputs.encoding import domain_from_columns
+    from dqrelease.plan import build_workload
+
+    workload = build_workload(target.config.workload, domain_from_columns(target.schema.columns))
+    with pytest.raises(ReplayRefusedError, match="holds no charge"):  # ... and no grant is issued for it
+        grant_for_replay(target=target, plan=plan_release(target.config, n=ROWS, workload=workload), run_id="r")
+    assert ingest_calls == [] and mechanism_calls == []
+    assert _ledger_state(pristine.root) == ledger
+
+
+def test_replay_needs_the_ledger_the_config_names(pristine: SimpleNamespace, ingest_calls: list[str]):
+    (pristine.root / "ledger.duckdb").rename(pristine.root / "elsewhere.duckdb")
+    try:
+        result = _run("verify", str(pristine.manifest))
+    finally:
+        (pristine.root / "elsewhere.duckdb").rename(pristine.root / "ledger.duckdb")
+    assert result.exit_code == ExitCode.REPLAY_REFUSED, result.output
+    assert f"ledger {pristine.root / 'ledger.duckdb'} (the config's ledger.path) does not exist" in _stderr_line(result)
+    assert ingest_calls == []
 
 
 def test_verify_refuses_when_installed_versions_differ(
