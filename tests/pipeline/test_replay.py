@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from dqrelease.cli import app
 from dqrelease.errors import ExitCode, ReplayRefusedError, UnchargedRunError
 from dqrelease.ledger import Ledger
+from tests.budgets import describe_another_release
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -497,30 +498,12 @@ def test_verify_refuses_tampering_before_reading_the_data(
     assert _outputs_state(pristine.root) == outputs
 
 
-def _describe_epsilon_8(s) -> Path:
-    """Rewrite the manifest to describe an ε = 8 release: a config file, its hash and its plan, all consistent.
-
-    Everything a replay checks on files (config hash, schema, inputs, code, packages, seed) matches; only the ledger
-    knows that run paid for ε = 2.
-    """
-    from dqrelease.inputs.config import config_hash, load_config
-    from dqrelease.inputs.encoding import domain_from_columns
-    from dqrelease.inputs.schema import load_schema
-    from dqrelease.plan import build_workload, plan_release
-
+def _describe_epsilon_8(s) -> None:
+    """Rewrite the manifest to describe an ε = 8 release (a config file, its hash and its plan, all consistent)."""
     edited = s.root / "release-eps8.toml"
     edited.write_text(s.config.read_text().replace("epsilon = 2.0", "epsilon = 8.0"))
-    config = load_config(edited)
-    workload = build_workload(config.workload, domain_from_columns(load_schema(config.schema_file).columns))
-    plan = plan_release(config, n=ROWS, workload=workload).as_dict()
+    plan = describe_another_release(s.manifest, edited)
     assert plan["costs"][plan["accounting_mode"]]["epsilon"] > 7
-
-    def change(record: dict) -> None:
-        record.update(config_path=str(edited), config_sha256=config_hash(config),
-                      config=json.loads(config.model_dump_json(exclude={"run": {"seed"}})), privacy=plan)
-
-    _edit_json(s.manifest, change)
-    return edited
 
 
 def test_verify_refuses_a_manifest_rewritten_to_describe_an_uncharged_release(
