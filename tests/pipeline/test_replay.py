@@ -140,38 +140,6 @@ def pristine(seeded: SimpleNamespace):
             path.chmod(mode)
 
 
-@pytest.fixture()
-def ingest_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record every ingest of a private table (the spy passes through, so a run that reads is not broken)."""
-    import dqrelease.tasks.prepare as prepare
-
-    calls: list[str] = []
-    original = prepare.ingest_source
-
-    def spy(*args, **kwargs):
-        calls.append("ingest")
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(prepare, "ingest_source", spy)
-    return calls
-
-
-@pytest.fixture()
-def mechanism_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record every mechanism run of the pipeline's mechanism task (passes through)."""
-    import dqrelease.tasks.synthesize as synthesize_task
-
-    calls: list[str] = []
-    original = synthesize_task.run_mechanism
-
-    def spy(*args, **kwargs):
-        calls.append("mechanism")
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(synthesize_task, "run_mechanism", spy)
-    return calls
-
-
 def _ledger_state(root: Path) -> tuple[str, int, list[dict]]:
     """The ledger file's bytes (hash), modification time and charges: any write changes one of them."""
     path = root / "ledger.duckdb"
