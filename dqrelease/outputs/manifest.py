@@ -35,6 +35,7 @@ __all__ = [
     "CODE_PACKAGES",
     "CODE_SUFFIXES",
     "PACKAGES",
+    "SEEDING",
     "build_manifest",
     "code_files",
     "code_sha256",
@@ -129,6 +130,14 @@ def input_hashes(config: ReleaseConfig) -> dict[str, str]:
     return {str(path): file_sha256(path) for path in input_files(config)}
 
 
+SEEDING = {
+    "seeded": "seeded for a test or an audit, not a production release: anyone holding its seed can reproduce its "
+    "noise (the seed is kept by the operator, never published)",
+    "secure": "secure: fresh randomness from the operating system, recorded nowhere (a production release)",
+}
+"""How both manifests describe a run's randomness (``seeding``, next to the ``seeded`` flag), by ``run.seed_mode``."""
+
+
 def build_manifest(
     *,
     config: ReleaseConfig,
@@ -168,6 +177,7 @@ def build_manifest(
         "outputs": outputs,
         "rows_published": rows,
         "seeded": config.run.seed_mode == "seeded",
+        "seeding": SEEDING[config.run.seed_mode],
     }
     if not public:
         manifest["input_sha256"] = input_hashes(config)
