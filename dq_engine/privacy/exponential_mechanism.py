@@ -104,9 +104,10 @@ class SparseSignedSelector:
         The proposal has ``active_bound + len(positions)`` entries: the padded active queries (score
         ``q(D) − q(D̂)``), then one per estimated position (score ``−q(D̂)``, or absent when the position is active
         and already counted); padding is absent (never drawn). The ``Z`` queries outside both score 0 and form the
-        zero block. Its member is computed in every draw, whether or not the block is drawn: the ``u``-th integer
-        (``u`` uniform in ``[0, Z)``) outside the sorted union of active and estimated positions, found by
-        ``searchsorted`` on ``sorted − arange`` (exact and uniform).
+        zero block. Its member is computed in every draw, whether or not the block is drawn (that it was would
+        tell whether the chosen query's true answer is 0): the ``u``-th integer (``u`` uniform in ``[0, Z)``)
+        outside the active and estimated positions, found by a fixed-length bisection (exact and uniform; see
+        :meth:`_zero_block_member`).
 
         Args:
             positions: Distinct query indices where ``q(D̂) != 0``.
