@@ -155,7 +155,8 @@ def build_manifest(
 ) -> dict[str, Any]:
     """The manifest as a dict.
 
-    ``public=True`` drops the input-file hashes and the seed-file path, and writes every local path (the
+    ``public=True`` drops the input-file hashes and the seed-file path, keeps only the dates of ``started`` and
+    ``finished`` (the run's duration depends on the data), and writes every local path (the
     config file, and the schema, source, ledger and output paths in the config) relative to ``release_dir``,
     the published directory that holds ``release.json``: the public file names no absolute local path. The
     internal manifest keeps absolute paths (``verify`` reads them).
@@ -185,6 +186,9 @@ def build_manifest(
         return manifest
     if release_dir is None:
         raise ValueError("a public manifest needs release_dir: its paths are written relative to it")
+    # the run's wall time depends on the data (answering the workload grows with its distinct rows): the public
+    # file gives the days, not the times (docs/engine.md, "What timing reveals")
+    manifest["started"], manifest["finished"] = started[:10], finished[:10]
     return _relative_paths(manifest, Path(release_dir))
 
 
