@@ -245,24 +245,23 @@ def _plan_key(config: ReleaseConfig, inputs: PlanInputs) -> tuple:
 
 
 def ledger_amounts(plan: ReleasePlan) -> tuple[Fraction, Fraction, Fraction | None]:
-    """The plan's charge as exact ledger amounts ``(ε, δ, ρ)``, never below the cost.
+    """The plan's charge as exact ledger amounts ``(ε, δ, ρ)``, never below the exact cost.
 
-    * A pure cost that is the basic composition of the plan's events is that sum, exactly (each event's ε
-      as the exact value of its float), so a pure release whose ε equals the cap fits it;
-    * any other ε, and ρ, are computed in float64 and are rounded up (:func:`rounded_up`);
+    * A pure cost that is the basic composition of the plan's events is that sum, exactly
+      (:func:`~dq_engine.privacy.accounting.basic_composition_exact`: each event's ε as the exact value of its
+      float), so a pure release whose ε equals the cap fits it;
+    * any other ε, and ρ, are the accounting's floats, which are already rounded outward (exact sums rounded up,
+      conversions raised by a stated margin: :mod:`dq_engine.privacy.accounting`), charged one float step
+      higher still (:func:`~dq_engine.privacy.accounting.rounded_up`);
     * δ is the analysis' input (the configured δ or its share), not a computed value: exact.
     """
-    from dq_engine.privacy.accounting import ZCDPEvent, rounded_up
+    from dq_engine.privacy.accounting import ZCDPEvent, basic_composition_epsilon, basic_composition_exact, rounded_up
 
     cost = plan.charged
-    exact_pure = sum(
-        (event.count * Fraction(event.epsilon) for event in plan.events if not isinstance(event, ZCDPEvent)),
-        Fraction(0),
-    )
     is_basic_composition = (
         cost.delta == 0 and cost.pure_epsilon is not None and cost.epsilon == cost.pure_epsilon
         and not any(isinstance(event, ZCDPEvent) and event.count and event.rho for event in plan.events)
-        and float(exact_pure) == cost.epsilon
+        and basic_composition_epsilon(list(plan.events)) == cost.epsilon
     )
-    epsilon = exact_pure if is_basic_composition else rounded_up(cost.epsilon)
+    epsilon = basic_composition_exact(list(plan.events)) if is_basic_composition else rounded_up(cost.epsilon)
     return epsilon, Fraction(cost.delta), rounded_up(cost.rho)

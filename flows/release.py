@@ -14,6 +14,10 @@ only flow that runs a mechanism without a ledger charge, and it can only be driv
 schema, input files, code and package versions pass :func:`dqrelease.outputs.replay.prepare_replay` before any data is
 read. It charges nothing (the noisy count included), publishes nothing and removes its scratch directory.
 
+A seeded config runs only with ``seeded_test_or_audit=True`` (a test or an audit; a warning is logged) and a seed
+the dataset's ledger has not charged before (:mod:`dqrelease.ledger.seeds`); a replay runs only when the config's
+ledger holds the release's charge (:func:`~dqrelease.ledger.grants.replay_charges`), checked before the ingest.
+
 Invariant: no flow here takes a switch that turns charging off, a seed, or a plan. The mechanism task runs only
 with a :class:`~dqrelease.ledger.grants.MechanismGrant`, issued after the ledger committed the run's charge or for a
 checked replay.
@@ -30,14 +34,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from dq_engine import Dataset, SynthesisResult, Workload, make_rng
 from dq_engine.privacy.rng import spawn
 from dqrelease.errors import note_committed_charge
 from dqrelease.inputs.config import ReleaseConfig
 from dqrelease.inputs.schema import Schema
-from dqrelease.ledger.grants import MechanismGrant, grant_after_charge, grant_for_replay
+from dqrelease.ledger.grants import MechanismGrant, grant_after_charge, grant_for_replay, replay_charges
+from dqrelease.ledger.seeds import SEEDED_KEYWORD, SEEDED_WARNING, check_seeded_release
 from dqrelease.mechanisms import ReleasePlan
 from dqrelease.outputs.replay import check_inputs_unchanged, prepare_replay
 from dqrelease.outputs.runs import RunContext, new_run, run_seed
@@ -109,8 +114,13 @@ def _abandon(runs: list[RunContext], receipts: list[dict[str, Any]], error: Base
         note_committed_charge(error, sum(receipt["epsilon"] for receipt in receipts))
 
 
-def _prepare(config_path: str, *, output_directory: str | None, accept_low_utility: bool = False) -> _Prepared:
+def _prepare(
+    config_path: str, *, output_directory: str | None, accept_low_utility: bool = False, seeded: bool = False
+) -> _Prepared:
     config, schema = load_release_config(config_path)
+    check_seeded_release(config, test_or_audit=seeded, fix=f"pass {SEEDED_KEYWORD}=True")
+    if config.run.seed_mode == "seeded":
+        get_run_logger().warning(SEEDED_WARNING)
     workload = workload_from_config(config, schema)
     plan = plan_privacy(config, int(config.privacy.n), workload) if config.privacy.n != "noisy" else None
     if plan is not None and not accept_low_utility:  # refused before anything is read or charged
@@ -188,6 +198,7 @@ def release(
     output_directory: str | None = None,
     dask_address: str | None = None,
     accept_low_utility: bool = False,
+    seeded_test_or_audit: bool = False,
 ) -> dict[str, Any]:
     """Run one release; its cost is charged to the ledger before the mechanism reads the data.
 
@@ -201,11 +212,20 @@ def release(
         accept_low_utility: Run even when the plan's utility forecast is no better than publishing zeros or
             uniform data (:func:`dqrelease.plan.check_release_utility`; refused otherwise, before anything is read
             when ``n`` is declared).
+        seeded_test_or_audit: This run is a test or an audit: a seeded config (``run.seed_mode = "seeded"``) may
+            run, with a warning. Without it a seeded config is refused before anything is read or charged.
 
     Returns:
         Public summary: run id, directories, output hashes, privacy cost charged.
+
+    Raises:
+        ConfigInvalidError: Among others, a seeded config without ``seeded_test_or_audit``, or a seed the
+            dataset's ledger already charged for another run.
     """
-    prepared = _prepare(config_path, output_directory=output_directory, accept_low_utility=accept_low_utility)
+    prepared = _prepare(
+        config_path, output_directory=output_directory, accept_low_utility=accept_low_utility,
+        seeded=seeded_test_or_audit,
+    )
     try:
         # the exact answers are computed once: the mechanism and the error report both use them
         if dask_address is None:
@@ -223,17 +243,19 @@ def release(
 
 
 @flow(name="dqrelease-release-many", persist_result=False, validate_parameters=False)
-def release_many(config_paths: list[str], *, dask_address: str | None = None) -> list[dict[str, Any]]:
+def release_many(
+    config_paths: list[str], *, dask_address: str | None = None, seeded_test_or_audit: bool = False
+) -> list[dict[str, Any]]:
     """Run several releases; their mechanisms run concurrently on the task runner.
 
     Each release is prepared and charged to its own ledger entry (its config's ``ledger.dataset_id``),
     e.g. one synthetic table per state or per year. A release that fails before its charge stops the flow
-    before any mechanism runs.
+    before any mechanism runs. Seeded configs need ``seeded_test_or_audit`` as in :func:`release`.
     """
     prepared: list[_Prepared] = []
     try:
         for path in config_paths:
-            prepared.append(_prepare(path, output_directory=None))
+            prepared.append(_prepare(path, output_directory=None, seeded=seeded_test_or_audit))
         futures = [
             synthesize.submit(p.grant, p.data, p.workload, p.rngs["mechanism"], None, dask_address) for p in prepared
         ]
@@ -249,15 +271,18 @@ def run_release(
     dask_address: str | None = None,
     output_directory: str | None = None,
     accept_low_utility: bool = False,
+    seeded_test_or_audit: bool = False,
 ) -> dict[str, Any]:
     """Run :func:`release`, on a Dask cluster when ``dask_address`` (or the config's ``run.dask_address``) is set.
 
     ``dask_address`` is ``local`` / ``local:N`` (a cluster of N worker processes started here) or a scheduler
     URL; a remote cluster's workers must reach the same Prefect API (see :mod:`dqrelease.runtime.cluster`).
+    ``seeded_test_or_audit`` as in :func:`release`.
     """
     address = dask_address or load_release_config.fn(config_path)[0].run.dask_address
     if address is None:
-        return release(config_path, output_directory=output_directory, accept_low_utility=accept_low_utility)
+        return release(config_path, output_directory=output_directory, accept_low_utility=accept_low_utility,
+                       seeded_test_or_audit=seeded_test_or_audit)
     from dqrelease.runtime.cluster import dask_scheduler
 
     with dask_scheduler(address) as scheduler:  # reached (or refused) before the flow reads or charges anything
@@ -266,7 +291,7 @@ def run_release(
         flow_on_dask = release.with_options(task_runner=DaskTaskRunner(address=scheduler))
         return flow_on_dask(
             config_path, dask_address=scheduler, output_directory=output_directory,
-            accept_low_utility=accept_low_utility,
+            accept_low_utility=accept_low_utility, seeded_test_or_audit=seeded_test_or_audit,
         )
 
 
@@ -275,7 +300,8 @@ def replay_release(manifest_path: str) -> dict[str, Any]:
     """Re-run a seeded release from its audit manifest: uncharged, unpublished, in a removed scratch directory.
 
     Before any data is read, :func:`~dqrelease.outputs.replay.prepare_replay` checks the manifest against the config,
-    schema, input files, code and package versions; after the ingest the input files are hashed again. The
+    schema, input files, code and package versions, and :func:`~dqrelease.ledger.grants.replay_charges` finds the
+    release's charge in the config's ledger; after the ingest the input files are hashed again. The
     noisy count (``n = "noisy"``) is drawn again from the recorded seed without a charge, and the mechanism
     runs only if the replay's plan is the recorded one. Nothing is written to the ledger, ``releases/`` or
     ``internal/``; no error report or manifest is made.
@@ -290,9 +316,10 @@ def replay_release(manifest_path: str) -> dict[str, Any]:
 
     Raises:
         NothingToVerifyError: The release was unseeded.
-        ReplayRefusedError: Anything differs from the manifest.
+        ReplayRefusedError: Anything differs from the manifest, or the ledger holds no charge that paid for it.
     """
     target = prepare_replay(Path(manifest_path))
+    replay_charges(target)
     config, schema = target.config, target.schema
     workload = workload_from_config(config, schema)
     with tempfile.TemporaryDirectory(prefix="dqrelease-replay-") as scratch:

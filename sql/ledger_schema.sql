@@ -1,4 +1,5 @@
--- Privacy-budget ledger, schema version 1: caps, charges and the inspection view (idempotent).
+-- Privacy-budget ledger, schema version 1: caps, charges and the inspection view (idempotent); later versions
+-- are the migrations applied on top of it (`ledger_migrate_<version>.sql`, also to a new file).
 -- Amounts are stored twice: `*_exact` is the exact rational as text (Python `str(Fraction)`, e.g. `1/3`,
 -- `3602879701896397/36028797018963968`) and is the only value the ledger compares with a cap; the double
 -- column next to it is the nearest float, for reading and ad-hoc SQL only.

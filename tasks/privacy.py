@@ -79,13 +79,13 @@ def plan_privacy(config: ReleaseConfig, n: int, workload: Workload) -> ReleasePl
 @task(name="charge-budget", **TASK_OPTIONS)
 @private_errors
 def charge_budget(config: ReleaseConfig, plan: ReleasePlan, run: RunContext) -> dict[str, Any]:
-    """Commit the plan's cost to the ledger (refused if it would exceed the dataset's cap)."""
+    """Commit the plan's cost to the ledger (refused if it would exceed the dataset's cap, or reuses a seed)."""
     epsilon, delta, rho = ledger_amounts(plan)
     with _ledger_file_errors(config):
         receipt = _ledger(config).charge(
             config.ledger.dataset_id, epsilon=epsilon, delta=delta, rho=rho, mode=plan.mode,
             mechanism=plan.mechanism, config_hash=config_hash(config), run_id=run.run_id,
-            note=f"{plan.mechanism} release {config.name}",
+            note=f"{plan.mechanism} release {config.name}", seed=config.run.seed,
         )
     return receipt.as_dict()
 
@@ -104,7 +104,7 @@ def count_records(
         receipt = _ledger(config).charge(
             config.ledger.dataset_id, epsilon=Fraction(event.epsilon), delta=Fraction(config.privacy.delta) / 2,
             rho=None, mode=config.privacy.accounting, mechanism="laplace-count", config_hash=config_hash(config),
-            run_id=run.run_id, note=f"noisy record count for release {config.name}",
+            run_id=run.run_id, note=f"noisy record count for release {config.name}", seed=config.run.seed,
         )
     return receipt.as_dict(), _noisy_planning_n(config, data, rng)
 

@@ -1,4 +1,4 @@
-"""The mechanism task (per-round progress: Prefect artifact + CLI sink) and partitioned exact answering.
+"""The mechanism task (per-round progress without timings: Prefect artifact + CLI sink), partitioned answering.
 
 Both run uncached and unpersisted (see :mod:`tasks.common`): a replayed mechanism output would be a fresh
 draw the ledger never saw, and answers on the private data must never be stored.
@@ -56,14 +56,13 @@ def synthesize(
     step = max(1, total // 50)
 
     def on_round(diagnostics: RoundDiagnostics) -> None:
-        public = diagnostics.public()
+        # no round times leave the process: they include work on the private data (docs/engine.md, "What timing
+        # reveals"); the internal error report keeps them
+        public = progress.without_timings(diagnostics.public())
         progress.emit(diagnostics.round, total, public)
         if diagnostics.round % step == 0 or diagnostics.round == total:
             update_progress_artifact(artifact, 100.0 * diagnostics.round / total)
-            logger.info(
-                "round %d/%d: %s, %.2fs", diagnostics.round, total, progress.describe_round(public),
-                diagnostics.round_seconds,
-            )
+            logger.info("%s", progress.round_line(diagnostics.round, total, public))
 
     inputs = RunInputs(
         data=data, workload=workload, rng=rng, progress=on_round, true_answers=true_answers, dask_address=dask_address

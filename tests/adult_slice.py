@@ -43,7 +43,9 @@ def release_config(**overrides: str) -> str:
 
     Each override replaces one value as TOML text: ``source_paths``, ``n``, ``epsilon``, ``rounds`` (a whole line
     of ``[mechanism]``), ``oracle`` (the body of ``[mechanism.oracle]``), ``cap`` (the ledger's initial cap
-    lines), ``extra`` (top-level lines) and ``samples``.
+    lines), ``extra`` (top-level lines), ``samples``, ``ledger`` (the ledger file) and ``run`` (the body of
+    ``[run]``; seeded by default, so a run needs ``--seeded-test-or-audit`` and each seed is charged once per
+    ledger).
     """
     values = {
         "source_paths": f'["{SLICE_FILE}"]',
@@ -55,6 +57,8 @@ def release_config(**overrides: str) -> str:
         "cap": "initial_cap_epsilon = 5.0\ninitial_cap_delta = 1e-5",
         "extra": "",
         "samples": "40",
+        "ledger": "ledger.duckdb",
+        "run": 'seed_mode = "seeded"\nseed = 918273645',
     }
     values.update(overrides)
     return f"""
@@ -90,7 +94,7 @@ samples = {values['samples']}
 worst_one_way_cell = 1.0
 
 [ledger]
-path = "ledger.duckdb"
+path = "{values['ledger']}"
 dataset_id = "adult-slice"
 {values['cap']}
 
@@ -100,6 +104,5 @@ rows = 400
 numeric_values = "uniform"
 
 [run]
-seed_mode = "seeded"
-seed = 918273645
+{values['run']}
 """

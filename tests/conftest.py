@@ -53,3 +53,32 @@ def require_shared_data_file(relative: str) -> Path:
 def require_shared_data() -> Callable[[str], Path]:
     """``require_shared_data("adult_pgm/adult.csv")`` returns the file's path or skips the test."""
     return require_shared_data_file
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, module: object, name: str, label: str) -> list[str]:
+    """Record ``label`` for every call of ``module.name`` (the spy passes through, so a run is not broken)."""
+    calls: list[str] = []
+    original = getattr(module, name)
+
+    def spy(*args, **kwargs):
+        calls.append(label)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+@pytest.fixture()
+def ingest_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every ingest of a private table (``dqrelease.tasks.prepare.ingest_source``)."""
+    import dqrelease.tasks.prepare as prepare
+
+    return _spy(monkeypatch, prepare, "ingest_source", "ingest")
+
+
+@pytest.fixture()
+def mechanism_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every mechanism run of the pipeline's mechanism task (``dqrelease.tasks.synthesize.run_mechanism``)."""
+    import dqrelease.tasks.synthesize as synthesize_task
+
+    return _spy(monkeypatch, synthesize_task, "run_mechanism", "mechanism")

@@ -21,6 +21,15 @@ Two accounting *modes* are reported for every run:
 
 Budgets are compared exactly: costs are converted to :class:`fractions.Fraction` (exact binary value of the
 float) before they are added to or compared with a cap.
+
+Every cost is rounded **outward**, never to nearest: a float this module returns is never below the exact value of
+the analysis it names. Sums (basic composition, zCDP ρ) are kept exact -- every float is ``m / 2^k``, and so is
+``ε²/8`` -- and rounded once, up (:func:`basic_composition_exact`, :func:`zcdp_rho_exact`); a result that needs a
+transcendental function (the (ε, δ) conversions, advanced composition) is computed in float64 and raised by a
+relative :data:`CONVERSION_MARGIN` (:func:`outward`), far more than the float64 rounding error of those few
+operations; an inverse that yields a budget (:func:`zcdp_from_approx_dp_simple`) is lowered by the same margin.
+``tests/privacy/test_outward_rounding.py`` checks every registry plan over a grid against exact rational sums and
+50-digit decimal conversions.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ __all__ = [
     "advanced_composition_epsilon",
     "approx_dp_from_zcdp",
     "basic_composition_epsilon",
+    "basic_composition_exact",
     "best_cost",
     "combined_costs",
     "compose",
@@ -50,10 +60,12 @@ __all__ = [
     "fem_costs",
     "mode_costs",
     "mwem_costs",
+    "outward",
     "rounded_up",
     "within_target",
     "zcdp_from_approx_dp_simple",
     "zcdp_rho",
+    "zcdp_rho_exact",
     "zcdp_to_approx_dp_simple",
 ]
 
@@ -63,12 +75,51 @@ ZcdpConversion = Literal["optimal", "simple"]
 
 
 # ---------------------------------------------------------------------- costs as charged
-def rounded_up(value: float | None) -> Fraction | None:
-    """A float cost as the exact amount the ledger records, rounded *up* to the next float above it.
+CONVERSION_MARGIN = 2.0**-40
+"""Relative margin by which a float64 result of a transcendental formula is raised (:func:`outward`).
 
-    The accounting computes costs in float64, where every operation rounds to nearest, so a computed ε or ρ can
-    sit below its exact value by half an ulp; the next representable value above is an upper bound on the
-    result of that last rounding. Zero stays zero.
+The formulas here (``ρ + 2√(ρ ln(1/δ))``, advanced composition, OpenDP's optimal conversion) are a dozen float64
+operations on positive terms, each within an ulp or two of the exact result (no cancellation), so their relative
+error is below ``2^-48``; the margin is ``2^8`` times that. Tests compare with 50-digit decimal evaluations.
+"""
+
+
+def outward(value: float) -> float:
+    """``value · (1 + 2^-40)`` rounded up: an upper bound on the exact result that ``value`` approximates.
+
+    For a float64 evaluation of a formula whose relative rounding error is below :data:`CONVERSION_MARGIN`
+    (see there). Zero and infinity stay as they are.
+    """
+    if not 0 < value < math.inf:
+        return value
+    return math.nextafter(value * (1.0 + CONVERSION_MARGIN), math.inf)
+
+
+def _inward(value: float) -> float:
+    """``value · (1 - 2^-40)`` rounded down: a budget derived from a transcendental formula, never above it."""
+    if not 0 < value < math.inf:
+        return value
+    return math.nextafter(value * (1.0 - CONVERSION_MARGIN), 0.0)
+
+
+def _float_up(exact: Fraction) -> float:
+    """The smallest float >= ``exact`` (>= 0).
+
+    ``numerator / denominator`` of Python integers is correctly rounded (to nearest); one exact comparison decides
+    whether the next float up is needed.
+    """
+    value = exact.numerator / exact.denominator
+    if Fraction(value) < exact:
+        value = math.nextafter(value, math.inf)
+    return value
+
+
+def rounded_up(value: float | None) -> Fraction | None:
+    """A float cost as the exact amount the ledger records: the next float above it.
+
+    The costs of this module are already upper bounds on the exact values (rounded outward, see the module
+    docstring); the ledger still charges one float step more, so that a charge never equals a computed cost and
+    every calibration compares as the ledger charges (:func:`within_target`). Zero stays zero.
     """
     if value is None:
         return None
@@ -146,28 +197,51 @@ class ZCDPEvent(PrivacyEvent):
 
 
 # ---------------------------------------------------------------------- generic formulas
-def basic_composition_epsilon(events: list[PrivacyEvent]) -> float:
-    """Σ count·ε over pure events (Dwork & Roth, Theorem 3.16), summed exactly, rounded once.
+class _DyadicSum:
+    """An exact sum of ``count · m / 2^k`` terms: one integer over the largest power of two seen.
 
-    Every float is ``numerator / 2^k``, so the sum is kept as one integer over the largest power of two (exact, as
-    with :class:`fractions.Fraction`, without a gcd per addition: plans compose thousands of event lists); Python's
-    integer division then rounds it to the nearest float.
+    Exact, as with :class:`fractions.Fraction`, without a gcd per addition (plans compose thousands of event lists
+    while they calibrate).
+    """
+
+    def __init__(self) -> None:
+        self.numerator, self.denominator = 0, 1
+
+    def add(self, count: int, top: int, bottom: int) -> None:
+        """Add ``count · top / bottom`` (``bottom`` a power of two)."""
+        if bottom > self.denominator:
+            self.numerator *= bottom // self.denominator
+            self.denominator = bottom
+        self.numerator += count * top * (self.denominator // bottom)
+
+    def value(self) -> Fraction:
+        """The sum, exactly."""
+        return Fraction(self.numerator, self.denominator)
+
+
+def basic_composition_exact(events: list[PrivacyEvent]) -> Fraction:
+    """Σ count·ε over pure events (Dwork & Roth, Theorem 3.16), exactly (each ε the exact value of its float).
 
     Raises:
         AccountingError: If an event is zCDP-only (it has no pure-ε guarantee).
     """
-    numerator, denominator = 0, 1
+    total = _DyadicSum()
     for event in events:
         if isinstance(event, ZCDPEvent):
             if event.rho > 0 and event.count > 0:
                 raise AccountingError(f"event {event.label!r} is zCDP-only; it has no pure-ε bound")
             continue
-        top, bottom = float(event.epsilon).as_integer_ratio()  # bottom is a power of two
-        if bottom > denominator:
-            numerator *= bottom // denominator
-            denominator = bottom
-        numerator += event.count * top * (denominator // bottom)
-    return numerator / denominator
+        total.add(event.count, *float(event.epsilon).as_integer_ratio())  # the ratio's bottom is a power of two
+    return total.value()
+
+
+def basic_composition_epsilon(events: list[PrivacyEvent]) -> float:
+    """:func:`basic_composition_exact` rounded up to a float (never below the exact sum).
+
+    Raises:
+        AccountingError: If an event is zCDP-only (it has no pure-ε guarantee).
+    """
+    return _float_up(basic_composition_exact(events))
 
 
 def advanced_composition_epsilon(events: list[PrivacyEvent], delta: float) -> float:
@@ -175,7 +249,8 @@ def advanced_composition_epsilon(events: list[PrivacyEvent], delta: float) -> fl
 
     The exponential-mechanism draws compose as ``ε = √(2k ln(1/δ)) ε' + k ε' (e^{ε'} - 1)`` with ``k`` the
     number of draws with ε > 0 and ``ε'`` the largest per-draw ε (the paper's worst case ``2η(T-1)/n``);
-    any other pure-ε events (e.g. noisy marginals) are added by basic composition.
+    any other pure-ε events (e.g. noisy marginals) are added by basic composition. Rounded outward
+    (:func:`outward`).
 
     Raises:
         AccountingError: If ``delta`` is outside (0, 1) or a zCDP-only event is present.
@@ -191,7 +266,7 @@ def advanced_composition_epsilon(events: list[PrivacyEvent], delta: float) -> fl
         k = sum(e.count for e in draws)
         worst = max(e.epsilon for e in draws)
         total += math.sqrt(2 * k * math.log(1 / delta)) * worst + k * worst * math.expm1(worst)
-    return total
+    return outward(total)
 
 
 @lru_cache(maxsize=4096)
@@ -211,48 +286,70 @@ def em_rho_bounded_range(epsilon: float) -> float:
     return float(measurement.map(1.0))
 
 
-def zcdp_rho(events: list[PrivacyEvent], *, em_bound: Literal["bounded_range", "pure"]) -> float:
-    """Total zCDP ρ of the events (composition adds ρ, Bun & Steinke 2016, Lemma 2.3).
+def zcdp_rho_exact(events: list[PrivacyEvent], *, em_bound: Literal["bounded_range", "pure"]) -> Fraction:
+    """Total zCDP ρ of the events (composition adds ρ, Bun & Steinke 2016, Lemma 2.3), exactly.
+
+    Each term is exact: a ZCDP event's ρ, ``ε²/2`` of a pure step, and for an EM draw under ``"bounded_range"``
+    the larger of ``ε²/8`` and OpenDP's value (:func:`em_rho_bounded_range`, which rounds its own ``2/ε`` scale
+    to nearest and can sit an ulp below ``ε²/8``). Squares of floats are ``m / 2^k`` too, so the sum is exact.
 
     Args:
         events: Events to compose.
         em_bound: ``"bounded_range"`` charges an ε-EM draw ε²/8 (tight mode); ``"pure"`` charges ε²/2 as
             seed 004 does (paper mode).
     """
-    total = 0.0
+    total = _DyadicSum()
     for event in events:
         if event.count == 0:
             continue
         if isinstance(event, ZCDPEvent):
-            total += event.count * event.rho
-        elif isinstance(event, ExponentialMechanismEvent) and em_bound == "bounded_range":
-            total += event.count * em_rho_bounded_range(event.epsilon)
+            total.add(event.count, *float(event.rho).as_integer_ratio())
+            continue
+        top, bottom = float(event.epsilon).as_integer_ratio()
+        if isinstance(event, ExponentialMechanismEvent) and em_bound == "bounded_range":
+            library_top, library_bottom = em_rho_bounded_range(event.epsilon).as_integer_ratio()
+            if library_top * 8 * bottom * bottom > top * top * library_bottom:  # OpenDP's value > ε²/8, exactly
+                total.add(event.count, library_top, library_bottom)
+            else:
+                total.add(event.count, top * top, 8 * bottom * bottom)
         else:
-            total += event.count * event.epsilon**2 / 2
-    return total
+            total.add(event.count, top * top, 2 * bottom * bottom)
+    return total.value()
+
+
+def zcdp_rho(events: list[PrivacyEvent], *, em_bound: Literal["bounded_range", "pure"]) -> float:
+    """:func:`zcdp_rho_exact` rounded up to a float (never below the exact sum).
+
+    Args:
+        events: Events to compose.
+        em_bound: ``"bounded_range"`` charges an ε-EM draw ε²/8 (tight mode); ``"pure"`` charges ε²/2 as
+            seed 004 does (paper mode).
+    """
+    return _float_up(zcdp_rho_exact(events, em_bound=em_bound))
 
 
 def zcdp_to_approx_dp_simple(rho: float, delta: float) -> float:
-    """``ε = ρ + 2√(ρ ln(1/δ))`` (Bun & Steinke 2016, Prop. 1.3), the conversion seed 004 uses."""
+    """``ε = ρ + 2√(ρ ln(1/δ))`` (Bun & Steinke 2016, Prop. 1.3), the conversion seed 004 uses, rounded outward."""
     if not 0 < delta < 1:
         raise AccountingError(f"delta ({delta}) must be in (0, 1)")
-    return rho + 2 * math.sqrt(rho * math.log(1 / delta))
+    return outward(rho + 2 * math.sqrt(rho * math.log(1 / delta)))
 
 
 def zcdp_from_approx_dp_simple(epsilon: float, delta: float) -> float:
     """The ρ whose simple conversion (:func:`zcdp_to_approx_dp_simple`) is exactly ``epsilon``.
 
-    ``ρ = (√(ln(1/δ) + ε) − √(ln(1/δ)))²``.
+    ``ρ = (√(ln(1/δ) + ε) − √(ln(1/δ)))²``, computed as ``(ε / (√(ln(1/δ) + ε) + √(ln(1/δ))))²`` (no
+    cancellation) and rounded inward: it is a budget, so it may be below the exact inverse, never above.
     """
     if not 0 < delta < 1:
         raise AccountingError(f"delta ({delta}) must be in (0, 1)")
     log_term = math.log(1 / delta)
-    return (math.sqrt(log_term + epsilon) - math.sqrt(log_term)) ** 2
+    return _inward((epsilon / (math.sqrt(log_term + epsilon) + math.sqrt(log_term))) ** 2)
 
 
 @lru_cache(maxsize=4096)
 def approx_dp_from_zcdp(rho: float, delta: float) -> float:
-    """Optimal ε(δ) of a ρ-zCDP mechanism (Canonne, Kamath & Steinke 2020), via OpenDP."""
+    """Optimal ε(δ) of a ρ-zCDP mechanism (Canonne, Kamath & Steinke 2020), via OpenDP, rounded outward."""
     if not 0 < delta < 1:
         raise AccountingError(f"delta ({delta}) must be in (0, 1)")
     if rho == 0:
@@ -268,7 +365,7 @@ def approx_dp_from_zcdp(rho: float, delta: float) -> float:
         privacy_map=lambda _: rho,
     )
     curve = dp.c.make_zCDP_to_approxDP(measurement).map(1)
-    return float(curve.epsilon(delta))
+    return outward(float(curve.epsilon(delta)))
 
 
 # ---------------------------------------------------------------------- composed cost

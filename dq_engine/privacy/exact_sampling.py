@@ -104,6 +104,7 @@ def sample_signed_pairs(
     rng: np.random.Generator,
     *,
     zero_pairs: int = 0,
+    absent: np.ndarray | None = None,
     buffers: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``count`` independent exact draws: ``q_i`` with weight ``e^{L_i}``, ``q̄_i`` with weight ``e^{-L_i}``.
@@ -114,6 +115,8 @@ def sample_signed_pairs(
         rng: Generator (only ``integers`` is used).
         zero_pairs: ``Z`` further pairs whose ``L`` is 0 (not stored); a draw among them is returned as
             index ``N`` (the caller picks which one, uniformly: they all have the same weight).
+        absent: Optional boolean mask, shape ``(N,)``: entries that are no query at all (padding that keeps the
+            arrays at a public size); their proposal weight is 0, so they are never drawn.
         buffers: Optional ``(int64, float64)`` scratch arrays of shape ``(N,)`` (reused, no allocation).
 
     Returns:
@@ -137,10 +140,14 @@ def sample_signed_pairs(
     bits = fixed_point_bits(size + zero_pairs)
     weights, scratch = buffers if buffers is not None else (np.empty(size, np.int64), np.empty(size, np.float64))
     proposal_weights(log_weight, shift, bits, weights, scratch)
+    if absent is not None:
+        weights[absent] = 0  # a zero-width step of the cumulative sum: searchsorted never lands on it
     cumulative = np.cumsum(weights, out=weights)
     explicit_total = int(cumulative[-1]) if size else 0
     zero_weight = math.floor(2.0 * math.exp(-shift) * math.ldexp(1.0 + _PROPOSAL_MARGIN, bits)) + 1
     total = explicit_total + zero_pairs * zero_weight
+    if total == 0:
+        raise ValueError("there is no query to draw from (every entry is absent)")
     index_out = np.empty(count, dtype=np.int64)
     negated_out = np.empty(count, dtype=bool)
     filled = 0

@@ -15,16 +15,19 @@ Sampling is exact, as in :mod:`dq_engine.privacy.mw`: :func:`dq_engine.privacy.e
 ``q_i`` with weight ``exp(c e_i)`` and ``q̄_i`` with weight ``exp(-c e_i)`` (``c = ε n / 2``) from int64
 fixed-point proposal weights and an exact acceptance step, i.e. from exactly the exponential mechanism's
 distribution for the float64 log-weights ``c e_i``.
-:class:`SparseSignedSelector` does the same in ``O(nnz)`` per draw when the synthetic answers are sparse
+:class:`SparseSignedSelector` does the same without a dense score vector when the synthetic answers are sparse
 (FEM's ``s`` records touch at most ``s`` cells per marginal): every query with ``q(D) = 0`` and
 ``q(D̂) = 0`` has score 0 and the same weight, so that block is one entry of the proposal and its member is
-then drawn uniformly.
+then drawn uniformly. Its work per draw does not depend on the data: the non-zero true answers are padded to a
+public bound, and the zero block's member is found by one uniform integer and a search, never by rejection
+(``docs/engine.md``, "What timing reveals").
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from dq_engine.errors import ConfigError
 from dq_engine.privacy.exact_sampling import sample_signed_pairs
 
 __all__ = ["SparseSignedSelector", "select_signed_query"]
@@ -52,19 +55,40 @@ def select_signed_query(
 
 
 class SparseSignedSelector:
-    """Exact exponential-mechanism draws when both ``q(D)`` and ``q(D̂)`` are mostly zero.
+    """Exact exponential-mechanism draws when both ``q(D)`` and ``q(D̂)`` are mostly zero, in data-independent time.
+
+    The queries with ``q(D) != 0`` (the *active* ones: a private set) are kept in an array padded to
+    ``active_bound`` entries, a public bound, so that the work of every :meth:`select` depends only on
+    ``active_bound``, the number of estimated positions and ``N``, never on how many answers are non-zero or which.
 
     Args:
         true_answers: ``q_i(D)`` for every positive query, shape ``(N,)`` (private, kept inside).
+        active_bound: Public upper bound on the number of non-zero ``q_i(D)`` (e.g. ``Σ min(cells, n)`` over the
+            workload's marginals); ``N`` when None. Arrays of this size are processed in every draw.
+
+    Raises:
+        ConfigError: If ``active_bound`` is negative or below the number of non-zero answers (a wrong bound; the
+            message does not say by how much).
     """
 
-    def __init__(self, true_answers: np.ndarray) -> None:
+    def __init__(self, true_answers: np.ndarray, *, active_bound: int | None = None) -> None:
         true_answers = np.asarray(true_answers, dtype=np.float64)
         self.n_queries = int(true_answers.shape[0])
-        self.active = np.flatnonzero(true_answers != 0)
-        self.active_truth = true_answers[self.active]
-        self._is_active = np.zeros(self.n_queries, dtype=bool)
-        self._is_active[self.active] = True
+        bound = self.n_queries if active_bound is None else min(int(active_bound), self.n_queries)
+        if bound < 0:
+            raise ConfigError(f"active_bound ({active_bound}) must be >= 0")
+        active = np.flatnonzero(true_answers != 0)
+        if len(active) > bound:
+            raise ConfigError(f"active_bound ({active_bound}) is below the number of non-zero answers: it is no bound")
+        self._bound = bound
+        self._active_count = len(active)  # only ever used in arithmetic, never as an array size
+        # active positions, then distinct sentinels >= N (sorted, never equal to a query)
+        self._active = self.n_queries + np.arange(bound, dtype=np.int64)
+        self._active[: len(active)] = active
+        self._truth = np.zeros(bound, dtype=np.float64)
+        self._truth[: len(active)] = true_answers[active]
+        self._padding = np.ones(bound, dtype=bool)
+        self._padding[: len(active)] = False
 
     def select(
         self,
@@ -77,6 +101,14 @@ class SparseSignedSelector:
     ) -> tuple[int, bool]:
         """One draw given sparse estimates ``q(D̂)`` (non-zero only at ``positions``).
 
+        The proposal has ``active_bound + len(positions)`` entries: the padded active queries (score
+        ``q(D) − q(D̂)``), then one per estimated position (score ``−q(D̂)``, or absent when the position is active
+        and already counted); padding is absent (never drawn). The ``Z`` queries outside both score 0 and form the
+        zero block. Its member is computed in every draw, whether or not the block is drawn (that it was would
+        tell whether the chosen query's true answer is 0): the ``u``-th integer (``u`` uniform in ``[0, Z)``)
+        outside the active and estimated positions, found by a fixed-length bisection (exact and uniform; see
+        :meth:`_zero_block_member`).
+
         Args:
             positions: Distinct query indices where ``q(D̂) != 0``.
             values: ``q(D̂)`` at those positions.
@@ -84,24 +116,53 @@ class SparseSignedSelector:
             n: Number of private records.
             rng: Generator.
         """
-        scale = 0.5 * epsilon * n
-        error_active = self.active_truth.copy()
-        slot = np.searchsorted(self.active, positions)
-        inside = (slot < len(self.active)) & (self.active[np.minimum(slot, len(self.active) - 1)] == positions)
-        error_active[slot[inside]] -= values[inside]
-        extra = positions[~inside]
-        error_extra = -values[~inside]
-        log_weight = np.concatenate([scale * error_active, scale * error_extra])
-        zero_count = self.n_queries - len(self.active) - len(extra)
-        index, negated = sample_signed_pairs(log_weight, 1, rng, zero_pairs=zero_count)
+        positions = np.asarray(positions, dtype=np.int64)
+        bound, size = self._bound, len(positions)
+        order = np.arange(size, dtype=np.int64)
+        slot = np.searchsorted(self._active, positions)
+        inside = self._active[np.minimum(slot, max(bound - 1, 0))] == positions if bound else np.zeros(size, bool)
+        # every position's estimate goes to its active entry, or to its own entry after the active ones
+        log_weight = np.zeros(bound + size, dtype=np.float64)
+        log_weight[:bound] = self._truth
+        log_weight[np.where(inside, slot, bound + order)] -= values
+        log_weight *= 0.5 * epsilon * n
+        absent = np.concatenate([self._padding, inside])
+        zero_count = self.n_queries - self._active_count - size + int(np.count_nonzero(inside))
+        index, negated = sample_signed_pairs(log_weight, 1, rng, zero_pairs=zero_count, absent=absent)
+        member = self._zero_block_member(positions, inside, zero_count, rng)
         k, sign = int(index[0]), bool(negated[0])
-        if k < len(self.active):
-            return int(self.active[k]), sign
-        if k < len(log_weight):
-            return int(extra[k - len(self.active)]), sign
-        # the zero-score block: its members have equal weight, so the member is uniform among them
-        taken = set(extra.tolist())
-        while True:
-            candidate = int(rng.integers(0, self.n_queries))
-            if not self._is_active[candidate] and candidate not in taken:
-                return candidate, sign
+        if k < bound:
+            return int(self._active[k]), sign
+        if k < bound + size:
+            return int(positions[k - bound]), sign
+        return member, sign
+
+    def _zero_block_member(
+        self, positions: np.ndarray, inside: np.ndarray, zero_count: int, rng: np.random.Generator
+    ) -> int:
+        """A uniform query outside the active and estimated positions (-1 when there is none).
+
+        With ``u`` uniform in ``[0, Z)``, the member is the ``u``-th free integer: the smallest ``x`` with
+        ``F(x) > u``, where ``F(x)`` counts the free integers in ``[0, x]``: ``x + 1`` minus the active positions
+        up to ``x`` minus the estimated ones that are not active. ``F`` needs three ``searchsorted`` on sorted
+        arrays of public size (the padded active positions, the estimated positions, their running count of
+        active ones), and the bisection always takes ``bit_length(N)`` steps, so the work does not depend on which
+        or how many queries are active. No sort of anything private, no rejection.
+        """
+        u = int(rng.integers(0, max(zero_count, 1)))  # drawn even when Z = 0 (then unused): same draws always
+        order = np.argsort(positions, kind="stable")  # the positions are public (the synthetic records')
+        sorted_positions = positions[order]
+        shared = np.concatenate([[0], np.cumsum(inside[order], dtype=np.int64)])  # active among the first k
+
+        def free_through(x: int) -> int:
+            k = int(np.searchsorted(sorted_positions, x, side="right"))
+            return x + 1 - int(np.searchsorted(self._active, x, side="right")) - (k - int(shared[k]))
+
+        low, high = 0, max(self.n_queries - 1, 0)
+        for _ in range(max(self.n_queries.bit_length(), 1)):  # a fixed number of steps (low == high at the end)
+            middle = (low + high) // 2
+            if free_through(middle) > u:
+                high = middle
+            else:
+                low = min(middle + 1, high)
+        return low if zero_count > 0 else -1

@@ -52,16 +52,22 @@ def _plan_public(loaded: Any, schema: Any) -> tuple[Any, Any, Any]:
     return domain, workload, plan_release(loaded, n=int(loaded.privacy.n), workload=workload)
 
 
-def _check_before_run(config: Path, dask: str | None, *, accept_low_utility: bool = False) -> Any:
+def _check_before_run(
+    config: Path, dask: str | None, *, accept_low_utility: bool = False, seeded_test_or_audit: bool = False
+) -> Any:
     """Refuse a missing or invalid config, schema, source path, plan or Dask address before Prefect starts.
 
     A plan whose utility forecast is no better than publishing zeros or uniform data is refused too (exit 2,
-    nothing read or charged) unless ``accept_low_utility``.
+    nothing read or charged) unless ``accept_low_utility``, and so is a seeded config unless
+    ``seeded_test_or_audit``, or one whose seed the ledger already charged.
 
     Returns:
-        The release's schema.
+        The release config and its schema.
     """
     loaded, schema = _load(config)
+    from dqrelease.ledger.seeds import SEEDED_FLAG, check_seeded_release
+
+    check_seeded_release(loaded, test_or_audit=seeded_test_or_audit, fix=f"give {SEEDED_FLAG}")
     from dqrelease.inputs.ingest import check_source_files  # imports DuckDB and Arrow: only for a valid config
     from dqrelease.runtime.cluster import local_worker_count
 
@@ -74,7 +80,7 @@ def _check_before_run(config: Path, dask: str | None, *, accept_low_utility: boo
     address = dask or loaded.run.dask_address
     if address is not None:
         local_worker_count(address)
-    return schema
+    return loaded, schema
 
 
 class _QuietConsole(logging.Filter):
@@ -121,7 +127,9 @@ def _quiet_prefect_console() -> Iterator[None]:
             handler.removeFilter(quiet)
 
 
-def _run_release(config: Path, *, quiet: bool, dask: str | None = None, accept_low_utility: bool = False) -> dict:
+def _run_release(
+    config: Path, *, quiet: bool, dask: str | None = None, accept_low_utility: bool = False, seeded: bool = False
+) -> dict:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from dqrelease.runtime import progress
@@ -144,7 +152,9 @@ def _run_release(config: Path, *, quiet: bool, dask: str | None = None, accept_l
     progress.set_sink(sink)
     try:
         with api.connected(), _quiet_prefect_console(), bar:
-            return run_release(str(config), dask_address=dask, accept_low_utility=accept_low_utility)
+            return run_release(
+                str(config), dask_address=dask, accept_low_utility=accept_low_utility, seeded_test_or_audit=seeded
+            )
     finally:
         progress.clear_sink()
 
@@ -171,6 +181,16 @@ def run(
             "(`dqrelease plan` shows it; without this flag such a release is refused before anything is read).",
         ),
     ] = False,
+    seeded_test_or_audit: Annotated[
+        bool,
+        typer.Option(
+            "--seeded-test-or-audit",
+            help="Allow a seeded config (run.seed_mode = 'seeded') because this run is a test or an audit: anyone "
+            "holding the seed can reproduce its noise, so never for production. Without this flag a seeded config "
+            "is refused (exit 2) before anything is read; with it a warning is printed. A seed is charged once per "
+            "dataset (the ledger refuses it for a second run).",
+        ),
+    ] = False,
 ) -> None:
     """Run a release: ingest, validate, charge the budget, synthesize, publish."""
     _state["verbose"] = verbose
@@ -179,11 +199,15 @@ def run(
     # Great Expectations and matplotlib are imported in the side process, on the other core, while this one checks
     # the config and starts the run (a refusal kills it at once)
     with _exit_codes(), side_process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE):
-        schema = _check_before_run(config, dask, accept_low_utility=accept_low_utility)
+        loaded, schema = _check_before_run(
+            config, dask, accept_low_utility=accept_low_utility, seeded_test_or_audit=seeded_test_or_audit
+        )
         from dqrelease.expectations.validate import prepare_raw_suite
 
         prepare_raw_suite(schema)  # built in the side process right after its imports, before the data is read
-        summary = _run_release(config, quiet=quiet, dask=dask, accept_low_utility=accept_low_utility)
+        summary = _run_release(
+            config, quiet=quiet, dask=dask, accept_low_utility=accept_low_utility, seeded=seeded_test_or_audit
+        )
     out = _stdout()
     cost = summary["privacy"][summary["accounting_mode"]]
     mode = summary["accounting_mode"]
@@ -194,6 +218,11 @@ def run(
         f"  privacy charged ({mode}): epsilon={cost['epsilon']:.4g}, delta={cost['delta']:.3g}",
     ):
         out.print(line, markup=False, highlight=False)
+    if loaded.run.seed_mode == "seeded":  # with the release, so that a refusal stays one line
+        from dqrelease.ledger.seeds import SEEDED_WARNING
+
+        console.print(Text.assemble(("warning: ", "yellow"), SEEDED_WARNING.removeprefix("warning: ")),
+                      highlight=False)
 
 
 @app.command()
@@ -301,10 +330,11 @@ VERIFY_HELP = (
     "Check a release against its audit manifest: the published files, then a replay that must reproduce them "
     "byte for byte.\n\n"
     "The replay re-runs a seeded release with its recorded seed. Before it reads any data it checks that the "
-    "config, schema, input files, code and package versions are the ones the manifest recorded, and refuses "
-    "otherwise (exit 6, naming what differs). It charges nothing, the noisy count included, and publishes nothing. "
-    "An unseeded release cannot be replayed (exit 7); a published file or a replayed output that differs from the "
-    "manifest is exit 5."
+    "config, schema, input files, code and package versions are the ones the manifest recorded, and that the "
+    "config's ledger holds the release's charge (run id, mechanism, accounting mode, config hash, cost), and "
+    "refuses otherwise (exit 6, naming what differs). It charges nothing, the noisy count included, and publishes "
+    "nothing. An unseeded release cannot be replayed (exit 7); a published file or a replayed output that differs "
+    "from the manifest is exit 5."
 )
 
 
@@ -317,12 +347,13 @@ def verify(
 ) -> None:
     """Check a release against its manifest: published files, then an uncharged replay (see VERIFY_HELP)."""
     with _exit_codes():
+        from dqrelease.ledger.grants import replay_charges
         from dqrelease.outputs.replay import check_published, compare_outputs, prepare_replay, read_manifest
 
         record = read_manifest(manifest)
         formats = check_published(record, release_dir=release)
         _stdout().print(f"published files match the manifest: {', '.join(formats)}", markup=False, highlight=False)
-        prepare_replay(manifest)  # refuse before Prefect starts; the replay flow checks again before reading
+        replay_charges(prepare_replay(manifest))  # refuse before Prefect starts; the replay flow checks again
         from dqrelease.runtime import side_process
         from dqrelease.runtime.prefect_server import prefect_api
 
@@ -349,10 +380,18 @@ def serve(
     cron: Annotated[str, typer.Option(help="Cron schedule, e.g. '0 6 1 * *' (06:00 on the 1st).")],
     name: Annotated[str | None, typer.Option(help="Deployment name (default: the release name).")] = None,
 ) -> None:
-    """Serve a Prefect deployment that runs the release on a cron schedule (blocks; Ctrl-C stops)."""
+    """Serve a Prefect deployment that runs the release on a cron schedule (blocks; Ctrl-C stops).
+
+    Scheduled releases are production releases: a seeded config is refused (exit 2).
+    """
     with _exit_codes():
         check_cron(cron)
         loaded, _ = _load(config)
+        from dqrelease.ledger.seeds import refuse_seeded
+
+        refuse_seeded(loaded, fix="`dqrelease serve` schedules production releases only: set run.seed_mode = "
+                                  "'secure' and remove run.seed (run a test or an audit once with `dqrelease run "
+                                  "--seeded-test-or-audit`)")
         _prefect_environment()
         from dqrelease.runtime.prefect_server import prefect_api
 

@@ -4,7 +4,9 @@ Concept. Every release of a dataset is paid for by one *charge* committed before
 private data. A charge is an immutable event (run id, UTC time, config hash, mechanism, accounting mode,
 ε, δ, optional ρ, public note); it is never refunded, updated or deleted, and this module has no API that
 could. Each dataset has a *cap* (ε, δ) and optionally a zCDP cap ρ; changing a cap appends a new cap row,
-so the history of caps is kept too. ``docs/ledger.md`` explains composition across runs and locking.
+so the history of caps is kept too. A seeded run's charges also record a keyed hash of its seed, and a seed that
+another run charged to the dataset is refused (the same seed on changed data would draw the same noise).
+``docs/ledger.md`` explains composition across runs, seeds and locking.
 
 One concept per module:
 
@@ -26,7 +28,7 @@ from typing import Any
 
 from dqrelease.errors import BudgetRefusedError, ConfigInvalidError, LedgerError, LedgerLockedError
 from dqrelease.ledger import store
-from dqrelease.ledger.composition import no_cap_message, refusal_message, refusals
+from dqrelease.ledger.composition import no_cap_message, refusal_message, refusals, seed_reuse_message
 from dqrelease.ledger.records import (
     Amount,
     Cap,
@@ -127,11 +129,16 @@ class Ledger:
         config_hash: str,
         run_id: str,
         note: str = "",
+        seed: int | None = None,
     ) -> ChargeReceipt:
         """Commit a charge if it fits the dataset's cap (one transaction); otherwise refuse it.
 
         Every call that returns charges: a retried run that calls again pays again (the ledger never
         deduplicates by run id, so one charge can never cover two executions of a mechanism).
+
+        A seeded run gives its ``seed``: the charge is refused (before the cap is read) when another run already
+        charged the dataset with that seed; otherwise the seed's keyed hash is recorded with the run id, once per
+        run (a noisy count and the release it plans are two charges of one run, with one seed).
 
         Args:
             dataset_id: Dataset to charge.
@@ -143,13 +150,15 @@ class Ledger:
             config_hash: Hash of the release config.
             run_id: Run identifier.
             note: Public note; must not contain private data.
+            seed: The run's seed when it is seeded (``run.seed``), None for a secure run (its seed is never kept).
 
         Returns:
             The receipt: the committed charge and the budget remaining after it.
 
         Raises:
             BudgetRefusedError: If the dataset has no cap or the charge does not fit (nothing is written).
-            ConfigInvalidError: If an amount or a text field is invalid.
+            ConfigInvalidError: If an amount or a text field is invalid, or another run charged ``seed`` to the
+                dataset (nothing is written).
             LedgerLockedError: If the file stayed locked for ``lock_timeout`` seconds.
         """
         _check_dataset_id(dataset_id)
@@ -161,7 +170,13 @@ class Ledger:
                 raise ConfigInvalidError(f"{name} of a charge must be a non-empty string")
         if not isinstance(note, str):
             raise ConfigInvalidError("note of a charge must be a string")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ConfigInvalidError("seed of a charge must be a non-negative integer or None")
         with self._file.transaction() as con:
+            digest = None if seed is None else store.seed_digest(con, dataset_id, seed, create_key=True)
+            seed_runs = [] if digest is None else store.seed_runs(con, dataset_id, digest)
+            if any(other != run_id for other in seed_runs):
+                raise ConfigInvalidError(seed_reuse_message(dataset_id, self.path))
             current = store.current_caps(con, dataset_id)
             if not current:
                 raise BudgetRefusedError(no_cap_message(dataset_id, self.path))
@@ -177,8 +192,27 @@ class Ledger:
                 epsilon=request[0], delta=request[1], rho=request[2], note=note,
             )
             store.insert_charge(con, charge)
+            if digest is not None and not seed_runs:
+                store.insert_seed(con, dataset_id, digest, run_id=run_id, charge_seq=charge.seq)
         after = Spent.of(dataset_id, [*history, charge])
         return ChargeReceipt(charge=charge, cap=cap, spent=after, remaining=Remaining.of(cap, after))
+
+    def check_seed(self, dataset_id: str, seed: int) -> None:
+        """Refuse ``seed`` if a run already charged the dataset with it (before anything is read or charged).
+
+        :meth:`charge` checks again in its transaction; this check lets a run stop before it reads the data. A
+        ledger file that does not exist yet holds no seed (and is not created).
+
+        Raises:
+            ConfigInvalidError: Another run charged the dataset with ``seed``.
+        """
+        _check_dataset_id(dataset_id)
+        if not self.path.exists():
+            return
+        with self._file.connection(reading=True) as con:
+            digest = store.seed_digest(con, dataset_id, seed, create_key=False)
+            if digest is not None and store.seed_runs(con, dataset_id, digest):
+                raise ConfigInvalidError(seed_reuse_message(dataset_id, self.path))
 
     # ------------------------------------------------------------------ reading
     def spent(self, dataset_id: str) -> Spent:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from dqrelease.ledger.records import Cap, Remaining, Spent
 
-__all__ = ["no_cap_message", "refusal_message", "refusals", "set_cap_command"]
+__all__ = ["no_cap_message", "refusal_message", "refusals", "seed_reuse_message", "set_cap_command"]
 
 
 def refusals(cap: Cap, spent: Spent, epsilon: Fraction, delta: Fraction, rho: Fraction | None) -> list[str]:
@@ -52,6 +52,15 @@ def no_cap_message(dataset_id: str, ledger_path: Path) -> str:
         f"dataset {dataset_id!r} has no budget cap in ledger {ledger_path}; set one with "
         f"{set_cap_command(dataset_id, False, ledger_path)} or give ledger.initial_cap_epsilon and "
         "ledger.initial_cap_delta in the release config"
+    )
+
+
+def seed_reuse_message(dataset_id: str, ledger_path: Path) -> str:
+    """The refusal of a seed that another run already charged to the dataset (the seed is never named)."""
+    return (
+        f"seed refused for dataset {dataset_id!r}: ledger {ledger_path} already holds a charge of another run with "
+        "this run.seed, and the same seed on changed data draws the same noise; set a new run.seed (each seed is "
+        "charged once per dataset), or re-run the earlier release with `dqrelease verify MANIFEST` (uncharged)"
     )
 
 

@@ -11,7 +11,10 @@ Grants are issued only here:
   refused), and it finds the charge in the ledger file itself (a hand-made receipt is refused): same run, dataset,
   mechanism, accounting mode and config, amounts at least the plan's cost.
 * :func:`grant_for_replay`, for a replay whose manifest passed :func:`dqrelease.outputs.replay.prepare_replay`, when the
-  replay's plan is the plan the manifest recorded. It charges nothing: the release already paid for this output.
+  replay's plan is the plan the manifest recorded and the ledger named by the config holds the release's charge
+  (:func:`replay_charges`, checked before any data is read too). It charges nothing: the release already paid for
+  this output, and a manifest edited to describe another release (config, hash and plan rewritten together, e.g.
+  ε = 8) finds no charge of its run that pays for it.
 * :func:`grant_for_study`, for benchmarks and tests that run the registry's plans: it charges the plan's cost to a
   ledger the caller names (e.g. a throw-away file with its own cap) and issues the grant on that charge.
 
@@ -25,6 +28,7 @@ sandbox: code that forges these objects on purpose could as well read the data f
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from dq_engine.privacy.grant import PrivacyGrant
@@ -39,7 +43,17 @@ from dqrelease.outputs.replay import ReplayTarget
 if TYPE_CHECKING:
     from dq_engine import Workload
 
-__all__ = ["MechanismGrant", "grant_after_charge", "grant_for_replay", "grant_for_study", "granted_plan"]
+__all__ = [
+    "MechanismGrant",
+    "grant_after_charge",
+    "grant_for_replay",
+    "grant_for_study",
+    "granted_plan",
+    "replay_charges",
+]
+
+COUNT_MECHANISM = "laplace-count"
+"""Mechanism name of the noisy record count's charge (:mod:`dqrelease.tasks.privacy`)."""
 
 def grant_after_charge(
     *, config: ReleaseConfig, plan: ReleasePlan, workload: Workload, receipt: dict[str, Any], run_id: str
@@ -75,7 +89,10 @@ def grant_after_charge(
     budgets = Ledger(config.ledger.path).budgets(dataset_id)
     charges = [c for b in budgets for c in b.charges if c.seq == receipt.get("seq") and c.run_id == run_id]
     cost = plan.charged
-    if not charges or not _covers(charges[0], plan, cost.epsilon, cost.delta, cost.rho, config_hash(config)):
+    if not charges or not _covers(
+        charges[0], mechanism=plan.mechanism, mode=plan.mode, config_hash=config_hash(config),
+        epsilon=cost.epsilon, delta=cost.delta, rho=cost.rho,
+    ):
         raise UnchargedRunError(
             f"the ledger {config.ledger.path} holds no charge of run {run_id} covering this plan's cost; "
             "a mechanism runs only after its charge is committed"
@@ -85,11 +102,12 @@ def grant_after_charge(
 
 
 def grant_for_replay(*, target: ReplayTarget, plan: ReleasePlan, run_id: str) -> MechanismGrant:
-    """Grant an uncharged replay of ``plan``: the manifest was checked and recorded exactly this plan.
+    """Grant an uncharged replay of ``plan``: the manifest was checked, recorded exactly this plan, and was paid for.
 
     Raises:
         UnchargedRunError: ``target`` is not a checked replay.
-        ReplayRefusedError: The plan differs from the manifest's (the replay stops before the mechanism runs).
+        ReplayRefusedError: The plan differs from the manifest's, or the config's ledger holds no charge of the
+            release that pays for it (:func:`replay_charges`); the replay stops before the mechanism runs.
     """
     if not isinstance(target, ReplayTarget):
         raise UnchargedRunError("a replay needs the ReplayTarget of dqrelease.outputs.replay.prepare_replay(manifest)")
@@ -98,7 +116,60 @@ def grant_for_replay(*, target: ReplayTarget, plan: ReleasePlan, run_id: str) ->
             "replay stopped before the mechanism ran: its plan (parameters, n or cost) differs from the one the "
             "manifest recorded"
         )
+    replay_charges(target)
     return _issue(plan, run_id=run_id, basis="replay", reference=str(target.manifest_path), charge=None)
+
+
+def replay_charges(target: ReplayTarget) -> list[Charge]:
+    """The ledger charges that paid for the release a replay reproduces; call it before the replay reads any data.
+
+    The ledger named by the replayed config (``ledger.path``, ``ledger.dataset_id``) must hold a charge of the
+    manifest's run id with the recorded plan's mechanism and accounting mode, the config's hash, and amounts at
+    least the plan's charged cost (compared exactly, as for a release's own grant); with ``privacy.n = "noisy"``
+    also the run's noisy-count charge (at least ``n_epsilon`` and δ/2), since the replay draws that count again.
+
+    Returns:
+        The charges found (the release's, after the noisy count's when there is one).
+
+    Raises:
+        ReplayRefusedError: The ledger file is missing, or holds no such charge (one line naming the ledger).
+    """
+    if not isinstance(target, ReplayTarget):
+        raise UnchargedRunError("a replay needs the ReplayTarget of dqrelease.outputs.replay.prepare_replay(manifest)")
+    config, plan = target.config, target.recorded_plan
+    path, dataset_id = config.ledger.path, config.ledger.dataset_id
+    refused = f"replay refused, nothing was read from the data: ledger {path}"
+    fix = "a replay reproduces only a release that this ledger charged; verify the release's own, unedited manifest"
+    if not Path(path).is_file():
+        raise ReplayRefusedError(f"{refused} (the config's ledger.path) does not exist; {fix}")
+    try:
+        mode = plan["accounting_mode"]
+        cost = plan["costs"][mode]
+        rho = None if cost.get("rho") is None else float(cost["rho"])
+        needed = [(str(plan["mechanism"]), float(cost["epsilon"]), Fraction(float(cost["delta"])), rho)]
+    except (KeyError, TypeError, ValueError):
+        raise ReplayRefusedError(
+            f"replay refused: {target.manifest_path} records no charged cost in its plan; {fix}"
+        ) from None
+    if config.privacy.n == "noisy":  # the count's charge: its configured ε, and δ/2 (tasks.privacy.count_records)
+        needed.insert(0, (COUNT_MECHANISM, float(config.privacy.n_epsilon), Fraction(config.privacy.delta) / 2, None))
+    hashed = config_hash(config)
+    run_charges = [c for b in Ledger(path).budgets(dataset_id) for c in b.charges if c.run_id == target.run_id]
+    found, missing = [], []
+    for mechanism, epsilon, delta, rho in needed:
+        paying = [c for c in run_charges if _covers(
+            c, mechanism=mechanism, mode=mode, config_hash=hashed, epsilon=epsilon, delta=delta, rho=rho
+        )]
+        if paying:
+            found.append(paying[0])
+        else:
+            missing.append(f"{mechanism} at epsilon={epsilon:.4g}, delta={float(delta):.3g}")
+    if missing:
+        raise ReplayRefusedError(
+            f"{refused} holds no charge of run {target.run_id} on dataset {dataset_id!r} with this manifest's "
+            f"config hash, accounting mode ({mode}) and cost ({'; '.join(missing)}); {fix}"
+        )
+    return found
 
 
 def grant_for_study(plan: ReleasePlan, *, ledger: Ledger, dataset_id: str, run_id: str) -> MechanismGrant:
@@ -154,9 +225,18 @@ def granted_plan(grant: MechanismGrant) -> ReleasePlan:
     return grant.plan
 
 
-def _covers(charge: Charge, plan: ReleasePlan, epsilon: float, delta: float, rho: float | None, hashed: str) -> bool:
-    """Whether a committed ledger charge pays for ``plan``'s cost (amounts compared exactly)."""
-    if (charge.mechanism, charge.mode, charge.config_hash) != (plan.mechanism, plan.mode, hashed):
+def _covers(
+    charge: Charge,
+    *,
+    mechanism: str,
+    mode: str,
+    config_hash: str,
+    epsilon: float,
+    delta: float | Fraction,
+    rho: float | None,
+) -> bool:
+    """Whether a committed ledger charge pays for a run of ``mechanism`` costing (ε, δ, ρ) (compared exactly)."""
+    if (charge.mechanism, charge.mode, charge.config_hash) != (mechanism, mode, config_hash):
         return False
     if charge.epsilon < Fraction(epsilon) or charge.delta < Fraction(delta):
         return False

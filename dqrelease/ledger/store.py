@@ -9,8 +9,9 @@ Invariants:
 * A write is one transaction (begin; read; check; insert; commit), rolled back on any exception. The primary
   key ``(dataset_id, seq)`` makes two writers that slipped past both locks conflict at commit instead of both
   writing.
-* The schema version is recorded in the ``ledger_version`` table: a new file gets the current schema, an
-  older one is upgraded by the SQL files of :data:`MIGRATIONS` in one transaction, a newer one is refused.
+* The schema version is recorded in the ``ledger_version`` table: a new file gets schema version 1 and every
+  migration of :data:`MIGRATIONS`, an older one the migrations it lacks, in one transaction; a newer one is refused.
+* Seeds are stored as an HMAC-SHA256 under a random key kept in the file (:func:`seed_digest`), never as such.
 * Amounts are stored as exact rational text next to a double for reading; only the exact text is read back.
 
 SQL lives in ``sql/ledger_*.sql`` (:func:`dqrelease.sql.load_sql`).
@@ -18,8 +19,11 @@ SQL lives in ``sql/ledger_*.sql`` (:func:`dqrelease.sql.load_sql`).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import random
 import re
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -44,18 +48,21 @@ __all__ = [
     "current_caps",
     "insert_cap",
     "insert_charge",
+    "insert_seed",
     "naive_utc",
+    "seed_digest",
+    "seed_runs",
     "utc_now",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Schema version this module writes and reads (``ledger_version`` table)."""
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 """Seconds an operation keeps retrying while another process holds the ledger file."""
 
-MIGRATIONS: dict[int, str] = {}
-"""Target version -> SQL file that upgrades from the version before."""
+MIGRATIONS: dict[int, str] = {2: "ledger_migrate_2"}
+"""Target version -> SQL file that upgrades from the version before (2: the seeds charged per dataset)."""
 
 _LOCK_ERROR = "Could not set lock on file"
 _LOCK_HOLDER = re.compile(r"\(PID (\d+)\)")
@@ -182,14 +189,14 @@ class LedgerFile:
             )
         con.execute("begin transaction")
         try:
-            if version is None:
+            if version is None:  # a new file: version 1, then every migration, as an old file would get them
                 con.execute(load_sql("ledger_schema"))
-                applied = [SCHEMA_VERSION]
+                applied = list(range(1, SCHEMA_VERSION + 1))
             else:
                 applied = list(range(version + 1, SCHEMA_VERSION + 1))
-                for target in applied:
-                    con.execute(load_sql(MIGRATIONS[target]))
             for target in applied:
+                if target in MIGRATIONS:
+                    con.execute(load_sql(MIGRATIONS[target]))
                 con.execute(load_sql("ledger_version_insert"), {"version": target, "applied_at_utc": naive_utc()})
             con.execute("commit")
         except BaseException:
@@ -242,6 +249,38 @@ def insert_charge(con: duckdb.DuckDBPyConnection, charge: Charge) -> None:
         "charged_at_utc": naive_utc(charge.charged_at), "config_hash": charge.config_hash,
         "mechanism": charge.mechanism, "accounting_mode": charge.mode, "note": charge.note,
         **_amount_params(charge.epsilon, charge.delta, charge.rho),
+    })
+
+
+def seed_digest(con: duckdb.DuckDBPyConnection, dataset_id: str, seed: int, *, create_key: bool) -> str | None:
+    """HMAC-SHA256 of ``dataset_id`` and ``seed`` under the file's random key (None: no key yet and none made).
+
+    The key (32 bytes from :mod:`secrets`) is made in the transaction of the first seeded charge. Keyed per file
+    and per dataset, equal seeds give unrelated hashes in two ledgers or two datasets; whoever holds the file and
+    its key can still test a guessed seed (``docs/ledger.md``, "Seeds").
+    """
+    rows = con.execute(load_sql("ledger_seed_key_select")).fetchall()
+    if rows:
+        key = bytes.fromhex(rows[0][0])
+    elif create_key:
+        key = secrets.token_bytes(32)
+        con.execute(load_sql("ledger_seed_key_insert"), {"key_hex": key.hex(), "created_at_utc": naive_utc()})
+    else:
+        return None
+    return hmac.new(key, f"{dataset_id}\n{int(seed)}".encode(), hashlib.sha256).hexdigest()
+
+
+def seed_runs(con: duckdb.DuckDBPyConnection, dataset_id: str, digest: str) -> list[str]:
+    """The run that charged ``dataset_id`` with the seed of HMAC ``digest`` (empty: the seed is unused)."""
+    rows = con.execute(load_sql("ledger_seed_runs"), {"dataset_id": dataset_id, "seed_hmac": digest}).fetchall()
+    return [row[0] for row in rows]
+
+
+def insert_seed(con: duckdb.DuckDBPyConnection, dataset_id: str, digest: str, *, run_id: str, charge_seq: int) -> None:
+    """Record that ``run_id`` charged ``dataset_id`` with the seed of HMAC ``digest``."""
+    con.execute(load_sql("ledger_seed_insert"), {
+        "dataset_id": dataset_id, "seed_hmac": digest, "run_id": run_id, "charge_seq": charge_seq,
+        "recorded_at_utc": naive_utc(),
     })
 
 

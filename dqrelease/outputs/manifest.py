@@ -35,6 +35,7 @@ __all__ = [
     "CODE_PACKAGES",
     "CODE_SUFFIXES",
     "PACKAGES",
+    "SEEDING",
     "build_manifest",
     "code_files",
     "code_sha256",
@@ -129,6 +130,14 @@ def input_hashes(config: ReleaseConfig) -> dict[str, str]:
     return {str(path): file_sha256(path) for path in input_files(config)}
 
 
+SEEDING = {
+    "seeded": "seeded for a test or an audit, not a production release: anyone holding its seed can reproduce its "
+    "noise (the seed is kept by the operator, never published)",
+    "secure": "secure: fresh randomness from the operating system, recorded nowhere (a production release)",
+}
+"""How both manifests describe a run's randomness (``seeding``, next to the ``seeded`` flag), by ``run.seed_mode``."""
+
+
 def build_manifest(
     *,
     config: ReleaseConfig,
@@ -146,7 +155,8 @@ def build_manifest(
 ) -> dict[str, Any]:
     """The manifest as a dict.
 
-    ``public=True`` drops the input-file hashes and the seed-file path, and writes every local path (the
+    ``public=True`` drops the input-file hashes and the seed-file path, keeps only the dates of ``started`` and
+    ``finished`` (the run's duration depends on the data), and writes every local path (the
     config file, and the schema, source, ledger and output paths in the config) relative to ``release_dir``,
     the published directory that holds ``release.json``: the public file names no absolute local path. The
     internal manifest keeps absolute paths (``verify`` reads them).
@@ -168,6 +178,7 @@ def build_manifest(
         "outputs": outputs,
         "rows_published": rows,
         "seeded": config.run.seed_mode == "seeded",
+        "seeding": SEEDING[config.run.seed_mode],
     }
     if not public:
         manifest["input_sha256"] = input_hashes(config)
@@ -175,6 +186,9 @@ def build_manifest(
         return manifest
     if release_dir is None:
         raise ValueError("a public manifest needs release_dir: its paths are written relative to it")
+    # the run's wall time depends on the data (answering the workload grows with its distinct rows): the public
+    # file gives the days, not the times (docs/engine.md, "What timing reveals")
+    manifest["started"], manifest["finished"] = started[:10], finished[:10]
     return _relative_paths(manifest, Path(release_dir))
 
 

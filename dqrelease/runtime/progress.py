@@ -2,7 +2,9 @@
 
 The synthesize task always reports to a Prefect progress artifact and its run log; a front end in the same
 process (the CLI's terminal progress bar) can also register a sink here. Only public diagnostics are passed on
-(round number, solver status, timings, the marginal a round measured; never the ``internal_`` fields).
+(round number, solver status, the marginal a round measured; never the ``internal_`` fields), and no timings: a
+round's seconds include work on the private data (answering, the exponential mechanism's exact samplers), so they
+stay in the internal error report (``docs/engine.md``, "What timing reveals").
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from dqrelease.runtime.pause_points import pause_point
 
-__all__ = ["ProgressSink", "clear_sink", "describe_round", "emit", "set_sink"]
+__all__ = ["ProgressSink", "clear_sink", "describe_round", "emit", "round_line", "set_sink", "without_timings"]
 
 ProgressSink = Callable[[int, int, dict[str, Any]], None]
 _sinks: list[ProgressSink] = []
@@ -40,6 +42,16 @@ def describe_round(public: dict[str, Any]) -> str:
     return f"oracle {public.get('source')}" + ("" if status in (None, NO_SOLVER) else f" ({status})")
 
 
+def without_timings(public: dict[str, Any]) -> dict[str, Any]:
+    """``public`` without its wall times (every ``*_seconds`` field): what may leave the process as progress."""
+    return {key: value for key, value in public.items() if not key.endswith("_seconds")}
+
+
+def round_line(done: int, total: int, public: dict[str, Any]) -> str:
+    """The run log's line for a round: ``round 12/80: oracle cpsat (OPTIMAL)`` (no timing, see the module)."""
+    return f"round {done}/{total}: {describe_round(public)}"
+
+
 def set_sink(sink: ProgressSink) -> None:
     """Register ``sink(done, total, public_diagnostics)``."""
     _sinks.append(sink)
@@ -51,8 +63,9 @@ def clear_sink() -> None:
 
 
 def emit(done: int, total: int, public: dict[str, Any]) -> None:
-    """Send progress to every sink."""
+    """Send progress to every sink, without timings (:func:`without_timings`)."""
     # test-only (dqrelease.runtime.pause_points); inert unless DQRELEASE_TEST_PAUSE_AT=mechanism
     pause_point("mechanism")
+    public = without_timings(public)
     for sink in list(_sinks):
         sink(done, total, public)

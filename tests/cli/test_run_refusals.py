@@ -24,7 +24,9 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 def _workspace(tmp_path: Path, *, cap: float, bad_value: bool) -> Path:
     write_slice(tmp_path, undeclared_value=bad_value)
     config = tmp_path / "release.toml"
-    config.write_text(release_config(cap=f"initial_cap_epsilon = {cap}\ninitial_cap_delta = 1e-5"))
+    # secure: a refusal prints its one line and no seeded-release warning
+    config.write_text(release_config(cap=f"initial_cap_epsilon = {cap}\ninitial_cap_delta = 1e-5",
+                                     run='seed_mode = "secure"'))
     return config
 
 

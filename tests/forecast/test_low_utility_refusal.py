@@ -58,7 +58,7 @@ def test_plan_warns_and_shows_the_forecast_next_to_the_baselines(tmp_path: Path)
 def test_run_refuses_before_reading_the_data_or_charging(tmp_path: Path):
     # the data cannot even be read: a run that got as far as ingest would stop with exit 3 instead
     config = write_workspace(tmp_path, data=_unreadable_data())
-    result = _cli("run", str(config), cwd=tmp_path)
+    result = _cli("run", str(config), "--seeded-test-or-audit", cwd=tmp_path)
     assert result.returncode == ExitCode.INVALID_CONFIG, result.stderr
     assert result.stdout == ""
     [line] = result.stderr.splitlines()
@@ -71,7 +71,7 @@ def test_run_refuses_before_reading_the_data_or_charging(tmp_path: Path):
 
 def test_the_recommended_mechanism_and_epsilon_pass_the_forecast(tmp_path: Path):
     config = write_workspace(tmp_path)
-    refused = _cli("run", str(config), cwd=tmp_path)
+    refused = _cli("run", str(config), "--seeded-test-or-audit", cwd=tmp_path)
     name, epsilon = RECOMMENDED.search(refused.stderr).groups()
     advised = tmp_path / "advised"
     advised.mkdir()
@@ -86,7 +86,7 @@ def test_accept_low_utility_publishes_the_refused_release(tmp_path: Path):
     from prefect.settings import PREFECT_API_URL
 
     config = write_workspace(tmp_path)
-    result = _cli("run", str(config), "--accept-low-utility", "--quiet", cwd=tmp_path,
+    result = _cli("run", str(config), "--accept-low-utility", "--quiet", "--seeded-test-or-audit", cwd=tmp_path,
                   env={"PREFECT_API_URL": PREFECT_API_URL.value()})
     assert result.returncode == 0, result.stderr
     assert "published" in result.stdout

@@ -278,3 +278,128 @@ def test_threads_of_one_process_cannot_overspend(ledger: Ledger):
         thread.join()
     assert sorted(outcomes) == ["charged"] * 3 + ["refused"] * 5
     assert ledger.spent("adult").epsilon == 3 * Fraction(0.3)
+
+
+# ---------------------------------------------------------------------- schema versions and migrations
+def _tables(path: Path) -> dict[str, list[tuple]]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        names = [row[0] for row in con.execute(
+            "select table_name from information_schema.tables where table_type = 'BASE TABLE'").fetchall()]
+        return {name: sorted(con.execute(f'select * from "{name}"').fetchall()) for name in names}  # catalog names
+
+
+def _version_1_file(path: Path) -> None:
+    """A ledger as schema version 1 wrote it: two datasets, three caps, three charges (one with ρ)."""
+    from dqrelease.ledger import store
+    from dqrelease.ledger.records import Charge
+    from dqrelease.sql import load_sql
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(path)) as con:
+        con.execute(load_sql("ledger_version_table"))
+        con.execute(load_sql("ledger_schema"))
+        con.execute(load_sql("ledger_version_insert"), {"version": 1, "applied_at_utc": store.naive_utc()})
+        store.insert_cap(con, "adult", (Fraction(1), Fraction(1, 10**5), None), seq=1)
+        store.insert_cap(con, "adult", (Fraction(3), Fraction(1, 10**5), None), seq=2)
+        store.insert_cap(con, "kdd", (Fraction(2), Fraction(0), Fraction(1, 2)), seq=1)
+        for seq, (dataset, epsilon, rho) in enumerate(
+            [("adult", Fraction(1, 3), None), ("adult", Fraction(0.1), None), ("kdd", Fraction(1, 4), Fraction(1, 8))],
+            start=1,
+        ):
+            store.insert_charge(con, Charge(
+                dataset_id=dataset, seq=seq, run_id=f"old-{seq}", charged_at=store.utc_now(), config_hash="c" * 64,
+                mechanism="dualquery", mode="tight", epsilon=epsilon, delta=Fraction(0), rho=rho, note="v1 charge",
+            ))
+
+
+def test_a_version_1_ledger_is_migrated_keeping_every_cap_and_charge(tmp_path: Path):
+    path = tmp_path / "old" / "ledger.duckdb"
+    _version_1_file(path)
+    before = _tables(path)
+
+    ledger = Ledger(path)
+    shown = ledger.show()
+    after = _tables(path)
+    assert SCHEMA_VERSION == 2
+    assert [row[0] for row in after["ledger_version"]] == [1, 2]
+    assert after["ledger_caps"] == before["ledger_caps"] and len(after["ledger_caps"]) == 3
+    assert after["ledger_charges"] == before["ledger_charges"] and len(after["ledger_charges"]) == 3
+    assert after["ledger_seeds"] == [] and after["ledger_seed_key"] == []
+    assert [entry["dataset_id"] for entry in shown] == ["adult", "kdd"]
+    assert shown[0]["spent"]["exact"]["epsilon"] == str(Fraction(1, 3) + Fraction(0.1))
+    assert shown[0]["cap"]["exact"]["epsilon"] == "3" and shown[1]["spent"]["exact"]["rho"] == "1/8"
+    # the migrated file takes seeded charges, and refuses a repeated seed
+    ledger.charge("adult", epsilon=0.5, delta=0, rho=None, mode="tight", mechanism="dualquery",
+                  config_hash="c" * 64, run_id="new-1", seed=7)
+    with pytest.raises(ConfigInvalidError, match="seed refused for dataset 'adult'"):
+        ledger.charge("adult", epsilon=0.5, delta=0, rho=None, mode="tight", mechanism="dualquery",
+                      config_hash="c" * 64, run_id="new-2", seed=7)
+
+
+def test_a_new_ledger_gets_version_1_and_every_migration(ledger: Ledger):
+    ledger.set_cap("adult", epsilon=1, delta=1e-5)
+    tables = _tables(ledger.path)
+    assert [row[0] for row in tables["ledger_version"]] == list(range(1, SCHEMA_VERSION + 1))
+    assert {"ledger_caps", "ledger_charges", "ledger_seeds", "ledger_seed_key"} <= set(tables)
+
+
+# ---------------------------------------------------------------------- seeds: one run per seed and dataset
+def _seeded(ledger: Ledger, seed: int, *, run: str, dataset: str = "adult", mechanism: str = "dualquery"):
+    return ledger.charge(
+        dataset, epsilon=0.25, delta=0, rho=None, mode="tight", mechanism=mechanism, config_hash="cfg-sha256",
+        run_id=run, note="seeded test release", seed=seed,
+    )
+
+
+def test_a_seed_charged_by_one_run_is_refused_for_the_next_before_the_charge(ledger: Ledger):
+    ledger.set_cap("adult", epsilon=10, delta=1e-5)
+    _seeded(ledger, 918273645, run="run-1")
+    before = _tables(ledger.path)
+    with pytest.raises(ConfigInvalidError) as refused:
+        _seeded(ledger, 918273645, run="run-2")
+    message = str(refused.value)
+    assert "\n" not in message and "918273645" not in message
+    assert f"seed refused for dataset 'adult': ledger {ledger.path} already holds a charge of another run" in message
+    assert "set a new run.seed" in message and refused.value.exit_code == ExitCode.INVALID_CONFIG
+    assert _tables(ledger.path) == before  # nothing charged, nothing recorded
+    with pytest.raises(ConfigInvalidError, match="seed refused"):
+        ledger.check_seed("adult", 918273645)
+    _seeded(ledger, 918273646, run="run-3")  # another seed is accepted
+    ledger.set_cap("kdd", epsilon=1, delta=0)
+    _seeded(ledger, 918273645, run="run-4", dataset="kdd")  # the same seed on another dataset too
+    assert [c.run_id for b in ledger.budgets() for c in b.charges] == ["run-1", "run-3", "run-4"]
+
+
+def test_one_run_may_charge_its_seed_twice_and_it_is_recorded_once(ledger: Ledger):
+    ledger.set_cap("adult", epsilon=10, delta=1e-5)
+    _seeded(ledger, 42, run="run-1", mechanism="laplace-count")  # the noisy count, then the release it plans
+    _seeded(ledger, 42, run="run-1")
+    seeds = _tables(ledger.path)["ledger_seeds"]
+    assert [(row[0], row[2], row[3]) for row in seeds] == [("adult", "run-1", 1)]
+    assert ledger.spent("adult").charges == 2
+
+
+def test_seeds_are_stored_as_keyed_hashes_never_in_clear(tmp_path: Path):
+    hashes = []
+    for name in ("a", "b"):
+        ledger = Ledger(tmp_path / f"{name}.duckdb")
+        ledger.set_cap("adult", epsilon=1, delta=0)
+        _seeded(ledger, 918273645, run="run-1")
+        tables = _tables(ledger.path)
+        assert "918273645" not in repr(tables)
+        assert b"918273645" not in ledger.path.read_bytes()
+        [(_, digest, *_)] = tables["ledger_seeds"]
+        assert re.fullmatch(r"[0-9a-f]{64}", digest)
+        hashes.append(digest)
+    assert hashes[0] != hashes[1]  # each ledger has its own key: equal seeds do not link across files
+
+
+def test_a_refused_charge_records_no_seed_and_check_seed_creates_no_file(tmp_path: Path):
+    ledger = Ledger(tmp_path / "budget.duckdb")
+    ledger.check_seed("adult", 1)
+    assert not ledger.path.exists()
+    ledger.set_cap("adult", epsilon=0.1, delta=0)
+    with pytest.raises(BudgetRefusedError):
+        _seeded(ledger, 1, run="run-1")  # over the cap: nothing is written, the seed stays unused
+    assert _tables(ledger.path)["ledger_seeds"] == []
+    ledger.check_seed("adult", 1)

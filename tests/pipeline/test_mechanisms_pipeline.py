@@ -182,7 +182,7 @@ def test_mechanism_release_publishes_charges_the_planned_cost_and_beats_zeros(wo
     # randomized response's published rows are mostly uniform records: their one-way cells are forecast no better
     # than zeros (docs/engine.md, "Forecast"), so the run is refused without the override
     accept = ["--accept-low-utility"] if name == "randomized_response" else []
-    result = _run("run", str(config), "--quiet", *accept)
+    result = _run("run", str(config), "--quiet", "--seeded-test-or-audit", *accept)
 
     assert result.exit_code == ExitCode.OK, result.output
     # randomized response publishes its n randomized records; the others expand to output.rows
@@ -204,7 +204,7 @@ def test_mwem_particles_releases_all_15_columns_where_mwem_refuses(workspace: Pa
     plan = _plan(config)
     assert plan.parameters["support"] == "sampled"
 
-    result = _run("run", str(config), "--quiet")
+    result = _run("run", str(config), "--quiet", "--seeded-test-or-audit")
 
     assert result.exit_code == ExitCode.OK, result.output
     columns = tuple(Schema.model_validate(tomllib.loads((workspace / "full-schema.toml").read_text())).names)
@@ -242,7 +242,7 @@ def test_plan_prints_cost_and_parameters_without_reading_the_data(workspace: Pat
 )
 def test_too_large_domain_exits_2_before_any_charge(workspace: Path, name: str, message: str):
     config = _write(workspace, name, schema="full-schema.toml")
-    result = _run("run", str(config), "--quiet")
+    result = _run("run", str(config), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.INVALID_CONFIG, result.output
     assert message in " ".join(result.output.split())
     assert _charges(workspace) == []

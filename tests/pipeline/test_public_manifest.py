@@ -53,3 +53,21 @@ def test_release_json_holds_paths_relative_to_the_release(tmp_path: Path):
     internal = build_manifest(**common, public=False)
     assert internal["config_path"] == str(config_path.resolve())
     assert Path(internal["config"]["schema_file"]).is_absolute()
+
+
+def test_release_json_gives_the_days_of_the_run_not_its_times(tmp_path: Path):
+    """The run's duration depends on the data (answering grows with its distinct rows): public files hold dates."""
+    text = (ADULT / "release.toml").read_text()
+    text = text.replace('schema_file = "schema.toml"', f'schema_file = "{ADULT / "schema.toml"}"')
+    text = text.replace('"data/adult.data", "data/adult.test"', f'"{ADULT / "data" / "adult.data"}"')
+    config_path = tmp_path / "release.toml"
+    config_path.write_text(text)
+    common = {
+        "config": load_config(config_path), "config_path": config_path.resolve(), "run_id": "run-1",
+        "started": "2026-11-26T01:02:03.456789+00:00", "finished": "2026-11-26T01:03:59.000001+00:00", "plan": {},
+        "charges": [], "outputs": {}, "rows": 1, "seed_file": None,
+    }
+    public = build_manifest(**common, public=True, release_dir=tmp_path / "out")
+    assert (public["started"], public["finished"]) == ("2026-11-26", "2026-11-26")
+    internal = build_manifest(**common, public=False)
+    assert internal["finished"] == "2026-11-26T01:03:59.000001+00:00"  # the internal manifest keeps the times

@@ -54,7 +54,7 @@ def _no_staging_left(workspace: Path) -> bool:
 
 # ---------------------------------------------------------------------- success path
 def test_release_publishes_table_report_and_manifests_and_charges_once(workspace: Path):
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.OK, result.output
     [release] = _published(workspace)
     internal = workspace / "out" / "internal" / release.name
@@ -90,7 +90,7 @@ def test_release_publishes_table_report_and_manifests_and_charges_once(workspace
 
 
 def test_verify_reproduces_the_seeded_release_without_charging(workspace: Path):
-    assert _run("run", str(workspace / "release.toml"), "--quiet").exit_code == ExitCode.OK
+    assert _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit").exit_code == ExitCode.OK
     [release] = _published(workspace)
     manifest = workspace / "out" / "internal" / release.name / "manifest.json"
     before = _charges(workspace)
@@ -107,7 +107,7 @@ def test_release_runs_inside_another_prefect_flow(workspace: Path):
 
     @flow
     def monthly(config: str) -> str:
-        return release(config)["run_id"]
+        return release(config, seeded_test_or_audit=True)["run_id"]
 
     run_id = monthly(str(workspace / "release.toml"))
     assert (workspace / "out" / "releases" / run_id / "synthetic.parquet").exists()
@@ -118,7 +118,7 @@ GAUSSIAN_ROWS = 'free_policy = "dp-marginal"\nfree_noise = "gaussian"\nfree_rho 
 
 def test_gaussian_free_marginals_and_rows_per_round_are_planned_charged_and_reproducible(workspace: Path):
     (workspace / "release.toml").write_text(release_config(rounds=GAUSSIAN_ROWS))
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.OK, result.output
     [release] = _published(workspace)
     manifest_path = workspace / "out" / "internal" / release.name / "manifest.json"
@@ -141,7 +141,7 @@ def test_gaussian_free_marginals_and_rows_per_round_are_planned_charged_and_repr
 )
 def test_free_settings_that_do_not_fit_exit_2_before_any_charge(workspace: Path, mechanism: str, message: str):
     (workspace / "release.toml").write_text(release_config(rounds=mechanism))
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.INVALID_CONFIG
     assert message in " ".join(result.output.split())  # the console wraps long lines
     assert not (workspace / "out").exists()
@@ -159,7 +159,7 @@ def test_plan_shows_cost_without_reading_the_data(workspace: Path):
 # ---------------------------------------------------------------------- failure paths
 def test_unknown_config_key_exits_2_before_anything_happens(workspace: Path):
     (workspace / "release.toml").write_text(release_config(extra='colour = "blue"'))
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.INVALID_CONFIG
     assert "colour" in result.output
     assert not (workspace / "out").exists()
@@ -172,7 +172,7 @@ def test_invalid_schema_exits_2(workspace: Path):
     broken.write_text(schema + '\n[[columns]]\nname = "age"\ntype = "categorical"\nvalues = ["x"]\n')
     text = release_config().replace(str(ADULT / "schema.toml"), str(broken))
     (workspace / "release.toml").write_text(text)
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.INVALID_CONFIG
     assert "unique" in result.output
     assert _charges(workspace) == 0
@@ -180,7 +180,7 @@ def test_invalid_schema_exits_2(workspace: Path):
 
 def test_value_outside_schema_exits_3_without_charge_or_leak(workspace: Path):
     write_slice(workspace, undeclared_value=True)
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.VALIDATION_FAILED, result.output
     assert "workclass" in result.output
     assert UNDECLARED_WORKCLASS not in result.output
@@ -191,7 +191,7 @@ def test_value_outside_schema_exits_3_without_charge_or_leak(workspace: Path):
 
 def test_declared_n_must_match_the_source(workspace: Path):
     (workspace / "release.toml").write_text(release_config(n=str(SLICE_ROWS + 1)))
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.VALIDATION_FAILED
     assert "privacy.n" in result.output
     assert _charges(workspace) == 0
@@ -200,7 +200,7 @@ def test_declared_n_must_match_the_source(workspace: Path):
 def test_budget_exceeded_exits_4_with_remaining_budget(workspace: Path):
     text = release_config(cap="initial_cap_epsilon = 0.5\ninitial_cap_delta = 1e-5")
     (workspace / "release.toml").write_text(text)
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.BUDGET_REFUSED, result.output
     assert "remaining" in result.output.lower()
     assert _published(workspace) == []
@@ -210,7 +210,7 @@ def test_budget_exceeded_exits_4_with_remaining_budget(workspace: Path):
 
 def test_missing_source_file_exits_2(workspace: Path):
     (workspace / "release.toml").write_text(release_config(source_paths='["nowhere.csv"]'))
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.INVALID_CONFIG, result.output
     assert "nowhere.csv" in result.output
     assert _charges(workspace) == 0
@@ -221,7 +221,7 @@ def test_solver_timeouts_fall_back_and_are_counted(workspace: Path):
     text = release_config(oracle=oracle, rounds="rounds = 4", samples="5000", epsilon="50.0",
                         cap="initial_cap_epsilon = 100.0\ninitial_cap_delta = 1e-5")
     (workspace / "release.toml").write_text(text)
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.OK, result.output
     [release] = _published(workspace)
     report = json.loads((workspace / "out" / "internal" / release.name / "error_report.json").read_text())
@@ -238,7 +238,7 @@ def test_failure_after_the_charge_publishes_nothing_and_keeps_the_charge(workspa
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(dqrelease.tasks.outputs, "write_outputs", explode)
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.INTERNAL_ERROR
     assert _published(workspace) == []
     assert _no_staging_left(workspace)
@@ -248,7 +248,7 @@ def test_failure_after_the_charge_publishes_nothing_and_keeps_the_charge(workspa
 def test_private_n_is_estimated_with_a_charged_noisy_count(workspace: Path):
     text = release_config(n='"noisy"\nneighbouring = "add-remove"\nn_epsilon = 0.1')
     (workspace / "release.toml").write_text(text)
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.OK, result.output
     [entry] = Ledger(workspace / "ledger.duckdb").show("adult-slice")
     mechanisms = [c["mechanism"] for c in entry["charges"]]
@@ -276,8 +276,21 @@ def test_unexpected_error_on_private_data_hides_its_message(workspace: Path, mon
         raise ValueError(f"could not convert {UNDECLARED_WORKCLASS!r} to float")
 
     monkeypatch.setattr(dqrelease.tasks.prepare, "discretize", leaky)
-    result = _run("run", str(workspace / "release.toml"), "--quiet")
+    result = _run("run", str(workspace / "release.toml"), "--quiet", "--seeded-test-or-audit")
     assert result.exit_code == ExitCode.INTERNAL_ERROR
     assert "ValueError" in result.output and "--debug" in result.output
     assert UNDECLARED_WORKCLASS not in result.output
     assert _charges(workspace) == 0
+
+
+# ---------------------------------------------------------------------- seeded configs need a test or an audit
+@pytest.mark.parametrize("entry", ["release", "run_release", "release_many"])
+def test_the_flows_refuse_a_seeded_config_without_the_keyword(workspace: Path, entry: str):
+    import dqrelease.flows.release as flows
+    from dqrelease.errors import ConfigInvalidError
+
+    config = str(workspace / "release.toml")
+    with pytest.raises(ConfigInvalidError, match=r"'adult-test' is seeded .*pass seeded_test_or_audit=True if this "
+                                                 r"run is a test or an audit, or set run\.seed_mode = 'secure'"):
+        getattr(flows, entry)([config] if entry == "release_many" else config)
+    assert not (workspace / "ledger.duckdb").exists() and not (workspace / "out").exists()

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from dqrelease.cli import app
 from dqrelease.errors import ExitCode, ReplayRefusedError, UnchargedRunError
 from dqrelease.ledger import Ledger
-from tests.budgets import grant_for_tests
+from tests.budgets import describe_another_release, grant_for_tests
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -115,7 +115,7 @@ def _make_release(root: Path, **options: bool) -> SimpleNamespace:
     (root / "release.toml").write_text(_config(**options))
     # 300 rows with a noisy n: the forecast says the table is no better than zeros; the replay is what is tested here
     accept = ["--accept-low-utility"] if options.get("noisy") else []
-    result = _run("run", str(root / "release.toml"), "--quiet", *accept)
+    result = _run("run", str(root / "release.toml"), "--quiet", "--seeded-test-or-audit", *accept)
     assert result.exit_code == ExitCode.OK, result.output
     [release] = sorted((root / "out" / "releases").iterdir())
     return SimpleNamespace(
@@ -142,38 +142,6 @@ def pristine(seeded: SimpleNamespace):
         if not path.exists() or path.read_bytes() != data:
             path.write_bytes(data)
             path.chmod(mode)
-
-
-@pytest.fixture()
-def ingest_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record every ingest of a private table (the spy passes through, so a run that reads is not broken)."""
-    import dqrelease.tasks.prepare as prepare
-
-    calls: list[str] = []
-    original = prepare.ingest_source
-
-    def spy(*args, **kwargs):
-        calls.append("ingest")
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(prepare, "ingest_source", spy)
-    return calls
-
-
-@pytest.fixture()
-def mechanism_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record every mechanism run of the pipeline's mechanism task (passes through)."""
-    import dqrelease.tasks.synthesize as synthesize_task
-
-    calls: list[str] = []
-    original = synthesize_task.run_mechanism
-
-    def spy(*args, **kwargs):
-        calls.append("mechanism")
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(synthesize_task, "run_mechanism", spy)
-    return calls
 
 
 def _ledger_state(root: Path) -> tuple[str, int, list[dict]]:
@@ -500,6 +468,65 @@ def test_verify_refuses_tampering_before_reading_the_data(
     assert ingest_calls == []
     assert _ledger_state(pristine.root) == ledger
     assert _outputs_state(pristine.root) == outputs
+
+
+def _describe_epsilon_8(s) -> None:
+    """Rewrite the manifest to describe an ε = 8 release (a config file, its hash and its plan, all consistent)."""
+    edited = s.root / "release-eps8.toml"
+    edited.write_text(s.config.read_text().replace("epsilon = 2.0", "epsilon = 8.0"))
+    plan = describe_another_release(s.manifest, edited)
+    assert plan["costs"][plan["accounting_mode"]]["epsilon"] > 7
+
+
+def test_verify_refuses_a_manifest_rewritten_to_describe_an_uncharged_release(
+    pristine: SimpleNamespace, ingest_calls: list[str]
+):
+    ledger, outputs = _ledger_state(pristine.root), _outputs_state(pristine.root)
+    _describe_epsilon_8(pristine)
+    result = _run("verify", str(pristine.manifest))
+    assert result.exit_code == ExitCode.REPLAY_REFUSED, result.output
+    line = _stderr_line(result)
+    assert f"ledger {pristine.root / 'ledger.duckdb'} holds no charge of run {pristine.release.name}" in line
+    assert "nothing was read from the data" in line, line
+    assert "(dualquery at epsilon=7.8" in line, line  # the ε = 8 plan spends 7.816 of it
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert ingest_calls == []
+    assert _ledger_state(pristine.root) == ledger
+    assert _outputs_state(pristine.root) == outputs
+
+
+def test_replay_release_refuses_a_rewritten_manifest_before_the_ingest(
+    pristine: SimpleNamespace, ingest_calls: list[str], mechanism_calls: list[str]
+):
+    from dqrelease.flows.release import replay_release
+    from dqrelease.ledger.grants import grant_for_replay
+    from dqrelease.outputs.replay import prepare_replay
+    from dqrelease.plan import plan_release
+
+    ledger = _ledger_state(pristine.root)
+    _describe_epsilon_8(pristine)
+    with pytest.raises(ReplayRefusedError, match=r"ledger .*ledger\.duckdb holds no charge of run"):
+        replay_release(str(pristine.manifest))
+    target = prepare_replay(pristine.manifest)  # the files all match the edited manifest ...
+    from dqrelease.inputs.encoding import domain_from_columns
+    from dqrelease.plan import build_workload
+
+    workload = build_workload(target.config.workload, domain_from_columns(target.schema.columns))
+    with pytest.raises(ReplayRefusedError, match="holds no charge"):  # ... and no grant is issued for it
+        grant_for_replay(target=target, plan=plan_release(target.config, n=ROWS, workload=workload), run_id="r")
+    assert ingest_calls == [] and mechanism_calls == []
+    assert _ledger_state(pristine.root) == ledger
+
+
+def test_replay_needs_the_ledger_the_config_names(pristine: SimpleNamespace, ingest_calls: list[str]):
+    (pristine.root / "ledger.duckdb").rename(pristine.root / "elsewhere.duckdb")
+    try:
+        result = _run("verify", str(pristine.manifest))
+    finally:
+        (pristine.root / "elsewhere.duckdb").rename(pristine.root / "ledger.duckdb")
+    assert result.exit_code == ExitCode.REPLAY_REFUSED, result.output
+    assert f"ledger {pristine.root / 'ledger.duckdb'} (the config's ledger.path) does not exist" in _stderr_line(result)
+    assert ingest_calls == []
 
 
 def test_verify_refuses_when_installed_versions_differ(

@@ -62,6 +62,18 @@ def test_the_fit_check_catches_a_float_weight_error():  # the check above can fa
     assert _fit_p_value(keys, _signed_probabilities(wrong, 4)) < ALPHA
 
 
+def test_absent_entries_are_never_drawn_and_the_others_keep_their_exact_weights():
+    absent = np.zeros(len(LOG_WEIGHTS), dtype=bool)
+    absent[[0, 6, 9]] = True  # the heaviest (6) among them: its weight must vanish, not just shrink
+    index, negated = sample_signed_pairs(LOG_WEIGHTS, 300_000, make_rng(4), zero_pairs=4, absent=absent)
+    assert not np.isin(index, np.flatnonzero(absent)).any()
+    kept = np.flatnonzero(~absent)
+    probabilities = _signed_probabilities(LOG_WEIGHTS[kept], 4)
+    remap = np.full(len(LOG_WEIGHTS) + 1, -1)
+    remap[kept], remap[-1] = np.arange(len(kept)), len(kept)  # index N (the zero block) after the kept ones
+    assert _fit_p_value(_keys(remap[np.minimum(index, len(LOG_WEIGHTS))], negated), probabilities) > ALPHA
+
+
 def test_decisions_in_exact_arithmetic_give_the_same_distribution(monkeypatch):
     monkeypatch.setattr(exact_sampling, "FILTER_TOLERANCE", 0.2)  # most comparisons go to the decimal path
     keys = _keys(*sample_signed_pairs(LOG_WEIGHTS[:6], 6_000, make_rng(2), zero_pairs=2))

@@ -133,7 +133,7 @@ def test_invalid_config_is_refused_before_the_data_is_read(ws: Workspace, change
     change(config, ws)
     ws.config.write_text(toml_text(config))
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=2, problem=problem, fix=fix, ledger_before=before)
     assert not ws.ledger.exists(), "the ledger was created for a config that was refused"
 
@@ -154,7 +154,7 @@ RAW_CASES = [
 def test_unreadable_config_file_is_refused(ws: Workspace, content: bytes, problem: str, fix: str):
     ws.config.write_bytes(content)
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=2, problem=problem, fix=fix, ledger_before=before)
     assert not ws.ledger.exists()
 
@@ -200,7 +200,7 @@ def test_release_no_better_than_publishing_zeros_is_refused(ws: Workspace):
 
     ws.write(config=base_config(20), rows=base_rows(20))
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=2, problem=r"low utility", fix=r"accept-low-utility|privacy\.epsilon",
                    ledger_before=before)
     assert not ws.ledger.exists()

@@ -244,7 +244,7 @@ REFUSALS = [
 def test_unusable_table_is_refused_without_charge_or_leak(ws: Workspace, setup: Setup, problem: str, fix: str):
     setup(ws)
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=3, problem=problem, fix=fix, ledger_before=before)
     assert charges(ws.ledger) == []
 
@@ -270,7 +270,7 @@ def glob_matches_nothing(ws: Workspace) -> None:
 def test_missing_source_files_are_a_config_error(ws: Workspace, setup: Setup, problem: str, fix: str):
     setup(ws)
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=2, problem=problem, fix=fix, ledger_before=before)
 
 
@@ -333,7 +333,7 @@ def test_unusual_valid_table_is_released_without_leaking_its_canaries(ws: Worksp
     if setup is not None:
         setup(ws)
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_release(ws, outcome, ledger_before=before)
     [charge] = charges(ws.ledger)
     assert charge["epsilon"] == pytest.approx(1.0)
@@ -349,5 +349,5 @@ def test_private_n_is_never_printed(ws: Workspace):
     config["output"]["rows"] = 200
     ws.config.write_text(toml_text(config))
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_release(ws, outcome, ledger_before=before, charged=2)

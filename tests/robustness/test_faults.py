@@ -15,6 +15,7 @@ no ``finally`` block, no cleanup runs. The three runs are started at once (one w
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from tests.robustness.abuse_harness import (
     ledger_state,
     make_workspace,
     run_cli,
+    toml_text,
 )
 from tests.robustness.processes import Running, process_environment, start, wait_for_file
 
@@ -54,7 +56,7 @@ def killed(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> dict[st
         pause = ws.root / "pause"
         pause.mkdir()
         env = process_environment(ws, DQRELEASE_TEST_PAUSE_AT=stage, DQRELEASE_TEST_PAUSE_DIR=str(pause))
-        runs[stage] = (ws, start(ws, "run", str(ws.config), "--quiet", env=env), pause)
+        runs[stage] = (ws, start(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit", env=env), pause)
     result = {}
     try:
         for stage, (ws, running, pause) in runs.items():
@@ -92,9 +94,12 @@ def test_the_next_run_works_and_cleans_up_after_the_killed_one(killed: dict[str,
     dead = killed[stage]
     ws = dead.ws
     dead_run_id = next(name.removesuffix(".lock") for name in dead.staging_before_kill if name.endswith(".lock"))
+    config = tomllib.loads(ws.config.read_text())
+    config["run"]["seed"] += 1  # the killed run's charge (if any) used up its seed for this dataset
+    ws.config.write_text(toml_text(config))
     before = ledger_state(ws.ledger)
     charged_before = len(charges(ws.ledger))
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     release = expect_release(ws, outcome, ledger_before=before)  # also: no staging left, no canary anywhere
     assert [p.name for p in ws.releases()] == [release.name]
     assert sorted(p.name for p in (ws.out / "internal").iterdir()) == [release.name], (

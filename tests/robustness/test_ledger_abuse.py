@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from fractions import Fraction
@@ -54,7 +55,7 @@ def test_cap_spent_refuses_with_exit_4(ws: Workspace):
     _without_initial_cap(ws)
     _spend(ws, cap=1.5, spent=1.0)
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=4, problem=r"budget refused.*'abuse'", fix=r"set-cap", ledger_before=before)
 
 
@@ -62,7 +63,7 @@ def test_cap_met_exactly_is_accepted_then_the_next_run_is_refused(ws: Workspace)
     _without_initial_cap(ws)
     _spend(ws, cap=2.0, spent=1.0)
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_release(ws, outcome, ledger_before=before)
     [budget] = Ledger(ws.ledger).budgets("abuse")
     # the plan is calibrated onto epsilon = 1 from below (float costs, rounded up as charged): the cap is met to
@@ -70,8 +71,11 @@ def test_cap_met_exactly_is_accepted_then_the_next_run_is_refused(ws: Workspace)
     assert 0 <= budget.remaining.epsilon < Fraction(1, 2**50)
 
     published = ws.releases()
+    config = tomllib.loads(ws.config.read_text())
+    config["run"]["seed"] += 1  # a seed is charged once per dataset: the next test run draws a new one
+    ws.config.write_text(toml_text(config))
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     assert outcome.exit_code == 4, outcome.stderr
     assert ws.releases() == published
     assert ledger_state(ws.ledger) == before
@@ -81,7 +85,7 @@ def test_cap_met_exactly_is_accepted_then_the_next_run_is_refused(ws: Workspace)
 def test_no_cap_refuses_with_exit_4(ws: Workspace):
     _without_initial_cap(ws)
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=4, problem=r"no budget cap", fix=r"set-cap|initial_cap", ledger_before=before)
     assert charges(ws.ledger) == []
 
@@ -89,7 +93,7 @@ def test_no_cap_refuses_with_exit_4(ws: Workspace):
 def test_corrupt_ledger_is_refused_and_never_overwritten(ws: Workspace):
     ws.ledger.write_bytes(b"not a ledger " * 1000)
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=1, problem=r"ledger.*ledger\.duckdb", fix=r"check|restore|backup",
                    ledger_before=before)
     assert ws.ledger.read_bytes() == b"not a ledger " * 1000
@@ -105,7 +109,7 @@ def test_budget_show_on_a_corrupt_ledger_is_one_line(ws: Workspace):
 
 def test_ledger_path_that_is_a_directory_is_refused(ws: Workspace):
     ws.ledger.mkdir()
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=1, problem=r"ledger.*ledger\.duckdb", fix=r"ledger\.path",
                    ledger_before=ledger_state(ws.ledger))
     assert ws.ledger.is_dir() and not any(ws.ledger.iterdir())
@@ -119,7 +123,7 @@ def test_ledger_of_a_newer_dqrelease_is_refused(ws: Workspace):
         columns = [r[0] for r in con.execute(f'describe "{table}"').fetchall()]  # table name from the catalog
         con.execute(f'insert into "{table}" ({columns[0]}, {columns[1]}) values (99, now())')
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=1, problem=r"schema version 99", fix=r"upgrade dqrelease", ledger_before=before)
 
 
@@ -146,7 +150,7 @@ def test_read_only_ledger_refuses_the_charge_cleanly(ws: Workspace):
     Ledger(ws.ledger).set_cap("abuse", epsilon=10, delta=1e-4)
     before = ledger_state(ws.ledger)
     with _read_only(ws.ledger):
-        outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+        outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=1, problem=r"ledger.*ledger\.duckdb", fix=r"check|permission|writable",
                    ledger_before=before)
 
@@ -186,7 +190,7 @@ def test_ledger_held_briefly_by_another_process_is_waited_for(ws: Workspace):
     Ledger(ws.ledger).set_cap("abuse", epsilon=10, delta=1e-4)
     before = ledger_state(ws.ledger)
     with _held_by_another_process(ws, seconds=4) as holder:
-        outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+        outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
         assert holder.poll() is not None or outcome.exit_code == 0
     expect_release(ws, outcome, ledger_before=before)
 
@@ -195,7 +199,7 @@ def test_ledger_held_past_the_lock_timeout_is_refused_with_its_holder(ws: Worksp
     Ledger(ws.ledger).set_cap("abuse", epsilon=10, delta=1e-4)
     before = ledger_state(ws.ledger)
     with _held_by_another_process(ws, seconds=120) as holder:
-        outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+        outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
         pid = holder.pid
     expect_refusal(ws, outcome, code=1, problem=rf"locked by another process \(PID {pid}\)", fix=r"retry",
                    ledger_before=before)

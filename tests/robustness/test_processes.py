@@ -44,40 +44,40 @@ def _config(ws: Workspace, change: Callable[[dict[str, Any]], None]) -> None:
 
 def _epsilon_inf(ws: Workspace) -> tuple[str, ...]:
     _config(ws, lambda c: c["privacy"].update(epsilon=float("inf")))
-    return ("run", str(ws.config))
+    return ("run", str(ws.config), "--seeded-test-or-audit")
 
 
 def _unwritable_output(ws: Workspace) -> tuple[str, ...]:
     _config(ws, lambda c: c["output"].update(directory="/proc/dqrelease-out"))
-    return ("run", str(ws.config))
+    return ("run", str(ws.config), "--seeded-test-or-audit")
 
 
 def _out_of_range(ws: Workspace) -> tuple[str, ...]:
     schema = base_schema()
     schema["columns"][1]["out_of_range"] = "error"
     ws.schema.write_text(toml_text(schema))
-    return ("run", str(ws.config))
+    return ("run", str(ws.config), "--seeded-test-or-audit")
 
 
 def _corrupt_parquet(ws: Workspace) -> tuple[str, ...]:
     corrupt_parquet(ws)
-    return ("run", str(ws.config))
+    return ("run", str(ws.config), "--seeded-test-or-audit")
 
 
 def _no_cap(ws: Workspace) -> tuple[str, ...]:
     _config(ws, lambda c: [c["ledger"].pop(k) for k in ("initial_cap_epsilon", "initial_cap_delta")])
-    return ("run", str(ws.config))
+    return ("run", str(ws.config), "--seeded-test-or-audit")
 
 
 def _corrupt_ledger(ws: Workspace) -> tuple[str, ...]:
     ws.ledger.write_bytes(b"not a ledger " * 1000)
-    return ("run", str(ws.config))
+    return ("run", str(ws.config), "--seeded-test-or-audit")
 
 
 def _published(ws: Workspace, *, seeded: bool = True) -> Path:
     if not seeded:
         _config(ws, lambda c: c.update(run={"seed_mode": "secure"}))
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     assert outcome.exit_code == 0, outcome.stderr
     [release] = ws.releases()
     return ws.out / "internal" / release.name / "manifest.json"
@@ -101,7 +101,7 @@ def _unseeded(ws: Workspace) -> tuple[str, ...]:
 
 
 def _success(ws: Workspace) -> tuple[str, ...]:
-    return ("run", str(ws.config), "--quiet")
+    return ("run", str(ws.config), "--quiet", "--seeded-test-or-audit")
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ def test_invalid_schema_is_refused_before_the_data_is_read(ws: Workspace, change
     change(schema)
     ws.schema.write_text(toml_text(schema))
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=2, problem=problem, fix=fix, ledger_before=before)
     assert not ws.ledger.exists(), "the ledger was created for a schema that was refused"
 
@@ -120,6 +120,6 @@ def test_huge_domain_workload_is_refused_at_plan_time(ws: Workspace):
     config["workload"] = {"kind": "all_kway", "k": 5}
     ws.config.write_text(toml_text(config))
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=2, problem=r"workload.*queries", fix=r"random_queries|fewer", ledger_before=before)
     assert not ws.ledger.exists()

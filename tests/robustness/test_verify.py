@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.budgets import describe_another_release
 from tests.robustness.abuse_harness import (
     Workspace,
     base_config,
@@ -42,7 +43,7 @@ def _publish(root: Path, *, seeded: bool = True) -> Published:
         config = base_config()
         config["run"] = {"seed_mode": "secure"}
         ws.config.write_text(toml_text(config))
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     assert outcome.exit_code == 0, outcome.stderr
     [release] = ws.releases()
     return Published(ws=ws, release=release, manifest=ws.out / "internal" / release.name / "manifest.json")
@@ -113,6 +114,13 @@ def _remove_seed(p: Published) -> None:
     (p.manifest.parent / "seed").unlink()
 
 
+def _describe_epsilon_8(p: Published) -> None:
+    """The manifest rewritten to describe an ε = 8 release: a new config file, its hash and its plan together."""
+    edited = p.ws.root / "release-eps8.toml"
+    edited.write_text(p.ws.config.read_text().replace('"epsilon" = 1.0', '"epsilon" = 8.0'))
+    describe_another_release(p.manifest, edited)
+
+
 def _delete_output(p: Published) -> None:
     (p.release / "synthetic.parquet").unlink()
 
@@ -131,6 +139,8 @@ VERIFY_CASES = [
     pytest.param(_change_config, 6, r"config", r"differ|changed|restore", id="changed-config"),
     pytest.param(_change_schema, 6, r"schema", r"differ|changed|restore", id="changed-schema"),
     pytest.param(_remove_seed, 6, r"seed file", r"restore|restricted|check", id="seed-file-removed"),
+    pytest.param(_describe_epsilon_8, 6, r"ledger .*ledger\.duckdb holds no charge of run .*mwem at epsilon=[78]",
+                 r"unedited manifest", id="manifest-rewritten-to-epsilon-8"),
 ]
 
 
