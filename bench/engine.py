@@ -29,9 +29,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 from engine_data import INSTANCES, build_workload, load_adult, load_instance, load_kdd99
+from scale_common import benchmark_grant
 
 import dq_engine
-from bench.scale_common import benchmark_grant
 from dq_engine.data.answers import answer_workload, error_summary, uniform_answers
 from dq_engine.data.workload import Workload
 from dq_engine.evaluation.baselines import zeros_answers

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scale_common import benchmark_grant
 
-from bench.scale_common import benchmark_grant
 from dq_engine.data.dataset import Dataset
 from dq_engine.data.domain import Attribute, Domain
 from dq_engine.data.workload import Workload, random_marginals, random_queries

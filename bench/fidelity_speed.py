@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from scale_common import machine
+from scale_common import machine, study_grant
 
 from dq_engine import Dataset, Domain, answer_workload, make_rng
 from dq_engine.evaluation.fidelity import evaluate_baselines, evaluate_rows, fidelity_reference
@@ -81,7 +81,7 @@ def run(mechanism: str, data: Dataset, workload, truth: np.ndarray, *, smoke: bo
     plan = plan_mechanism(MECHANISMS[mechanism].keys(**keys), PlanInputs(public=public, mode="tight",
                                                                          deterministic=False))
     result, mechanism_seconds = timed(
-        run_mechanism, plan, RunInputs(data=data, workload=workload, rng=make_rng(1), true_answers=truth)
+        run_mechanism, study_grant(plan), RunInputs(data=data, workload=workload, rng=make_rng(1), true_answers=truth)
     )
     published = result.sample_rows(data.n, make_rng(2))
 

@@ -42,9 +42,8 @@ except ImportError:  # pragma: no cover - depends on the environment
 sys.path.insert(0, str(Path(__file__).parent))
 
 from engine_data import WORKLOAD_SEED, load_adult, load_kdd99
-from scale_common import machine, peak_rss_gb, public_text
+from scale_common import benchmark_grant, machine, peak_rss_gb, public_text
 
-from bench.scale_common import benchmark_grant
 from dq_engine.data.answers import answer_records, answer_workload
 from dq_engine.data.workload import random_queries
 from dq_engine.mechanisms.dualquery import DualQueryConfig, RoundLoop

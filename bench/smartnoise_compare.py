@@ -47,9 +47,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).parent))
 
 from mechanisms import WORKLOAD_SEED, Public, load_adult, rule_dualquery
-from scale_common import machine, save_plot
+from scale_common import benchmark_grant, machine, save_plot
 
-from bench.scale_common import benchmark_grant
 from dq_engine import Dataset, answer_workload, dualquery, make_rng, random_marginals
 from dq_engine.data.answers import error_summary
 from dq_engine.data.marginal_tables import MarginalIndex
