@@ -27,6 +27,7 @@ sandbox: code that forges these objects on purpose could as well read the data f
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -88,10 +89,12 @@ def grant_after_charge(
         raise UnchargedRunError("the charge receipt is of another run, dataset or config; charge this run's plan")
     budgets = Ledger(config.ledger.path).budgets(dataset_id)
     charges = [c for b in budgets for c in b.charges if c.seq == receipt.get("seq") and c.run_id == run_id]
-    cost = plan.charged
+    from dqrelease.plan import ledger_amounts
+
+    epsilon, delta, rho = ledger_amounts(plan)  # what the pipeline charges for this plan, exactly
     if not charges or not _covers(
         charges[0], mechanism=plan.mechanism, mode=plan.mode, config_hash=config_hash(config),
-        epsilon=cost.epsilon, delta=cost.delta, rho=cost.rho,
+        epsilon=epsilon, delta=delta, rho=rho,
     ):
         raise UnchargedRunError(
             f"the ledger {config.ledger.path} holds no charge of run {run_id} covering this plan's cost; "
@@ -146,7 +149,10 @@ def replay_charges(target: ReplayTarget) -> list[Charge]:
         mode = plan["accounting_mode"]
         cost = plan["costs"][mode]
         rho = None if cost.get("rho") is None else float(cost["rho"])
-        needed = [(str(plan["mechanism"]), float(cost["epsilon"]), Fraction(float(cost["delta"])), rho)]
+        # the recorded cost is the accounting's float, rounded outward; a pure release is charged the exact sum of
+        # its events, which can be below that float by less than one step: one step down is what a charge must reach
+        epsilon = math.nextafter(float(cost["epsilon"]), 0.0)
+        needed = [(str(plan["mechanism"]), epsilon, Fraction(float(cost["delta"])), rho)]
     except (KeyError, TypeError, ValueError):
         raise ReplayRefusedError(
             f"replay refused: {target.manifest_path} records no charged cost in its plan; {fix}"
@@ -203,12 +209,18 @@ def _issue(
 ) -> MechanismGrant:
     """The grant of ``plan``, its engine budget the charge's exact amounts (the plan's own cost for a replay)."""
     cost = plan.charged
-    epsilon = float(charge.epsilon) if charge is not None else cost.epsilon
-    delta = float(charge.delta) if charge is not None else cost.delta
+    epsilon = _float_at_least(charge.epsilon) if charge is not None else cost.epsilon
+    delta = _float_at_least(charge.delta) if charge is not None else cost.delta
     privacy = PrivacyGrant(epsilon=epsilon, delta=delta, mode=plan.mode, purpose=f"{basis} {reference}")
     return MechanismGrant(
         plan=plan, run_id=run_id, basis=basis, reference=reference, privacy=privacy, _issuer=GRANT_ISSUER
     )
+
+
+def _float_at_least(amount: Fraction) -> float:
+    """The smallest float not below an exact ledger amount (``float()`` rounds to nearest, possibly below it)."""
+    value = float(amount)
+    return math.nextafter(value, math.inf) if Fraction(value) < amount else value
 
 
 def granted_plan(grant: MechanismGrant) -> ReleasePlan:
@@ -231,9 +243,9 @@ def _covers(
     mechanism: str,
     mode: str,
     config_hash: str,
-    epsilon: float,
+    epsilon: float | Fraction,
     delta: float | Fraction,
-    rho: float | None,
+    rho: float | Fraction | None,
 ) -> bool:
     """Whether a committed ledger charge pays for a run of ``mechanism`` costing (ε, δ, ρ) (compared exactly)."""
     if (charge.mechanism, charge.mode, charge.config_hash) != (mechanism, mode, config_hash):

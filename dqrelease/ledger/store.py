@@ -103,6 +103,11 @@ class LedgerFile:
                 else:
                     self._check_version(con)
                 yield con
+            except duckdb.IOException as error:  # a damaged file fails when it is read, not when it is opened
+                raise LedgerError(
+                    f"ledger {self.path} cannot be read (the file is damaged, e.g. truncated, or is not a dqrelease "
+                    "ledger); restore it from a backup or fix ledger.path"
+                ) from error
             finally:
                 con.close()
         finally:

@@ -68,7 +68,7 @@ def test_unusable_place_of_the_run_is_named_before_the_data_is_read(
 ):
     _configure(ws, section, key, place(ws))
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=2, problem=problem, fix=fix, ledger_before=before)
 
 
@@ -77,7 +77,7 @@ def test_truncated_ledger_is_named_before_the_data_is_read(ws: Workspace):
     with open(ws.ledger, "r+b") as handle:
         handle.truncate(os.path.getsize(ws.ledger) // 2)
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=1, problem=r"ledger .*ledger\.duckdb cannot be read.*damaged",
                    fix=r"restore it from a backup or fix ledger\.path", ledger_before=before)
 
@@ -85,7 +85,7 @@ def test_truncated_ledger_is_named_before_the_data_is_read(ws: Workspace):
 def test_unreachable_dask_scheduler_is_refused_before_the_charge(ws: Workspace):
     _earlier_charge(ws)
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--dask", "tcp://127.0.0.1:9")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit", "--dask", "tcp://127.0.0.1:9")
     expect_refusal(ws, outcome, code=2, problem=r"Dask scheduler tcp://127\.0\.0\.1:9 did not answer within 5 s",
                    fix=r"start the scheduler or fix the address.*nothing was read or charged", ledger_before=before)
 
@@ -106,7 +106,7 @@ def test_failure_after_the_charge_says_the_charge_stays(ws: Workspace, monkeypat
 
     monkeypatch.setattr(release_flow, "answer_partition", lost_disk)
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     expect_refusal(ws, outcome, code=1, problem=r"internal error: OSError",
                    fix=r"after its charge of epsilon = 1 was committed; charges are never refunded",
                    ledger_before=before, charged=1)
@@ -115,7 +115,7 @@ def test_failure_after_the_charge_says_the_charge_stays(ws: Workspace, monkeypat
 def test_internal_files_are_owner_only_and_published_files_keep_their_modes(ws: Workspace):
     _configure(ws, "run", "database", "work.duckdb")  # kept after the run, so its mode can be checked
     before = ledger_state(ws.ledger)
-    outcome = run_cli(ws, "run", str(ws.config), "--quiet")
+    outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
     release = expect_release(ws, outcome, ledger_before=before)
     internal = ws.out / "internal" / release.name
     mode = lambda path: stat.S_IMODE(path.stat().st_mode)  # noqa: E731
@@ -142,3 +142,13 @@ def test_cli_gives_prefect_client_retries_enough_for_16_concurrent_releases(monk
     monkeypatch.setenv("PREFECT_CLIENT_MAX_RETRIES", "3")
     _prefect_environment()
     assert os.environ["PREFECT_CLIENT_MAX_RETRIES"] == "3"
+
+
+def test_budget_show_of_a_truncated_ledger_names_it(ws: Workspace):
+    _earlier_charge(ws)
+    with open(ws.ledger, "r+b") as handle:
+        handle.truncate(os.path.getsize(ws.ledger) // 2)
+    before = ledger_state(ws.ledger)
+    outcome = run_cli(ws, "budget", "show", "--ledger", str(ws.ledger))
+    expect_refusal(ws, outcome, code=1, problem=r"ledger .*ledger\.duckdb cannot be read.*damaged",
+                   fix=r"restore it from a backup or fix ledger\.path", ledger_before=before)
