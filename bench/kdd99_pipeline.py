@@ -170,7 +170,10 @@ def task_times(log: str) -> tuple[list[dict], float | None]:
 
 def run_release(config: Path, *, timeout: float) -> dict:
     env = dict(os.environ, PREFECT_LOGGING_LEVEL="INFO", COLUMNS="200")
-    command = [str(ROOT / ".venv" / "bin" / "dqrelease"), "run", "--quiet", "--verbose", str(config)]
+    # the benchmark times DualQuery's own records at scale (fit off): their forecast (1.28/sqrt(326) = 0.07 worst
+    # one-way cell) misses the default accuracy target of a release (0.05), which is not what is measured here
+    command = [str(ROOT / ".venv" / "bin" / "dqrelease"), "run", "--quiet", "--verbose", "--accept-low-utility",
+               str(config)]
     began = time.perf_counter()
     child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     memory = TreeMemory(child.pid)
