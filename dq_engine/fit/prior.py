@@ -32,9 +32,9 @@ __all__ = [
     "noise_scale",
     "noise_variance",
     "noisy_counts",
-    "noisy_one_way_marginals",
     "prior_measurements",
     "prior_sensitivities",
+    "projected_one_way_marginals",
     "redraw_infeasible",
     "replace_with_seeds",
     "sample_support",
@@ -126,7 +126,7 @@ def sample_support(
     priors = [np.full(int(size), 1.0 / size) for size in domain.sizes]
     estimates: dict[int, np.ndarray] = {}
     if config.support_budget > 0:
-        estimates = noisy_one_way_marginals(
+        estimates = projected_one_way_marginals(
             data, [int(a) for a in used], kind=config.measure_noise, budget=config.support_budget, rng=rng
         )
         for a, estimate in estimates.items():
@@ -138,7 +138,7 @@ def sample_support(
     return particles, priors, estimates
 
 
-def noisy_one_way_marginals(
+def projected_one_way_marginals(
     data: Dataset, attributes: list[int], *, kind: NoiseKind, budget: float, rng: np.random.Generator
 ) -> dict[int, np.ndarray]:
     """The one-way marginals of ``attributes`` measured once, all together, as probability vectors.

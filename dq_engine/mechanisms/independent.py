@@ -4,7 +4,7 @@ The baseline every synthesizer must beat, as a mechanism (the "DP independent co
 "Fidelity of the published tables"): it measures the one-way marginal of every column once, all together, with
 exact discrete Gaussian noise on the counts (ρ-zCDP; L2 sensitivity ``√(2m)`` counts for ``m`` columns under
 replace-one neighbours, ``√m`` under add/remove), turns them into probability vectors
-(:func:`dq_engine.fit.prior.noisy_one_way_marginals`: one inverse-variance estimate of ``n``, projection onto the
+(:func:`dq_engine.fit.prior.projected_one_way_marginals`: one inverse-variance estimate of ``n``, projection onto the
 simplex) and publishes rows in which the columns are independent. It publishes no dependence between columns at
 all, so it can never invent one: it is what a table of few rows or a small ε should publish when the noise of
 any two-way measurement would be larger than the dependence it measures. In the graphical models of MST and AIM
@@ -32,7 +32,7 @@ import numpy as np
 from dq_engine.data.constraints import Constraints
 from dq_engine.data.dataset import Dataset
 from dq_engine.errors import ConfigError
-from dq_engine.fit.prior import noise_scale, noisy_one_way_marginals, prior_sensitivities, redraw_infeasible
+from dq_engine.fit.prior import noise_scale, prior_sensitivities, projected_one_way_marginals, redraw_infeasible
 from dq_engine.privacy.accounting import PrivacyEvent, ZCDPEvent, mwem_costs
 from dq_engine.privacy.grant import PrivacyGrant, require_grant
 from dq_engine.results import SynthesisResult
@@ -119,7 +119,7 @@ def independent_columns(
     require_grant(grant, mechanism="independent columns").spend(events, mechanism="independent columns")
     domain = data.domain
     columns = list(range(len(domain)))
-    estimates = noisy_one_way_marginals(data, columns, kind="gaussian", budget=config.rho, rng=rng)
+    estimates = projected_one_way_marginals(data, columns, kind="gaussian", budget=config.rho, rng=rng)
     records = np.empty((config.rows, len(columns)), dtype=np.int64)
     for a in columns:
         column = np.repeat(np.arange(len(estimates[a]), dtype=np.int64), exact_counts(estimates[a], config.rows))

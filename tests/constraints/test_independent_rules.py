@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dq_engine import IndependentConfig, independent_columns, make_rng
-from dq_engine.fit.prior import feasible_particles, noisy_one_way_marginals
+from dq_engine.fit.prior import feasible_particles, projected_one_way_marginals
 from tests.budgets import grant_for_tests
 
 
@@ -26,7 +26,7 @@ def test_every_row_keeps_the_rules_and_the_marginals_stay_the_measured_ones(cens
 def test_conditioning_the_product_instead_would_move_the_marginals(census_data, census_rules):
     """Why the raking: the product conditioned on the rules loses most of the married children's mass elsewhere."""
     rules = census_rules.with_witness(census_data.codes[0])
-    estimates = noisy_one_way_marginals(census_data, list(range(5)), kind="gaussian", budget=50.0, rng=make_rng(3))
+    estimates = projected_one_way_marginals(census_data, list(range(5)), kind="gaussian", budget=50.0, rng=make_rng(3))
     priors = [estimates[a] for a in range(5)]
     rng = make_rng(4)
     product = np.stack([rng.choice(len(p), 6_000, p=p) for p in priors], axis=1)
