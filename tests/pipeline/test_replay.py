@@ -238,10 +238,11 @@ def planned(seeded: SimpleNamespace, tmp_path: Path) -> SimpleNamespace:
 
 def _charge(config, plan, run_id: str) -> dict:
     from dqrelease.inputs.config import config_hash
+    from dqrelease.plan import ledger_amounts
 
-    cost = plan.charged
+    epsilon, delta, rho = ledger_amounts(plan)  # what the pipeline's charge task charges for this plan
     return Ledger(config.ledger.path).charge(
-        "people", epsilon=cost.epsilon, delta=cost.delta, rho=cost.rho, mode=plan.mode, mechanism=plan.mechanism,
+        "people", epsilon=epsilon, delta=delta, rho=rho, mode=plan.mode, mechanism=plan.mechanism,
         config_hash=config_hash(config), run_id=run_id,
     ).as_dict()
 
