@@ -94,7 +94,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.scale_common import machine, study_grant  # noqa: E402
-from dq_engine import Dataset, make_rng, random_marginals  # noqa: E402
+from dq_engine import Dataset, Domain, make_rng, random_marginals  # noqa: E402
 from dq_engine.data.answers import error_summary  # noqa: E402
 from dq_engine.data.workload import Workload  # noqa: E402
 from dq_engine.evaluation.fidelity import FidelityReference, evaluate_rows, fidelity_reference  # noqa: E402
@@ -213,6 +213,30 @@ def _adult_pgm(workload: str) -> Callable[[bool], Loaded]:
     return load
 
 
+def _bnlearn(network: str, rows: int) -> Callable[[bool], Loaded]:
+    """``rows`` records forward-sampled from a bnlearn network (public seed), with the default workload."""
+
+    def load(smoke: bool) -> Loaded:
+        from bench.bnlearn import SAMPLE_SEED, forward_sample, read_bif
+        from dqrelease.inputs.config import default_workload
+        from dqrelease.inputs.data_home import DATA_FIX, shared_data_file
+        from dqrelease.plan import build_workload
+
+        relative = f"bnlearn/{network}.bif.gz"
+        path = shared_data_file(relative)
+        if path is None:
+            raise SystemExit(f"shared data file {relative} not found; {DATA_FIX}")
+        bif = read_bif(path)
+        count = SMOKE_ROWS if smoke else rows
+        domain = Domain.categorical(bif.sizes)
+        data = Dataset.from_codes(domain, forward_sample(bif, count, make_rng(SAMPLE_SEED)))
+        described = f"{network.upper()} (bnlearn), {count:,} records forward-sampled (seed {SAMPLE_SEED})"
+        return Loaded(data=data, workload=build_workload(default_workload(), domain), constraints=None,
+                      config_keys=None, description=described)
+
+    return load
+
+
 SETTINGS: dict[str, Setting] = {
     "adult": Setting(name="adult", load=lambda smoke: _release_dataset(ROOT / "examples/adult/release.toml",
                                                                         smoke=smoke)),
@@ -222,6 +246,8 @@ SETTINGS: dict[str, Setting] = {
                             peer_rows_from={"mst": "adult-pgm"}),
     "kdd99": Setting(name="kdd99", load=lambda smoke: _release_dataset(ROOT / "examples/kdd99/release.toml",
                                                                         smoke=smoke)),
+    "hailfinder": Setting(name="hailfinder", load=_bnlearn("hailfinder", 50_000),
+                          mechanisms=("independent", "dualquery", "mwem-particles", "mst", "aim")),
 }
 """Every setting, in the order they run."""
 
@@ -230,6 +256,7 @@ WORKLOAD_LABELS = {
     "adult-pgm": "default: all 1-way + all 2-way + 64 random 3-way marginals (seed 0)",
     "adult-pgm-64": "64 random 3-way marginals (random_marginals, seed 0; the old ADULT-64 workload)",
     "kdd99": "the config's: all 1-way + all 2-way + 64 random 3-way marginals (seed 0)",
+    "hailfinder": "default: all 1-way + all 2-way + 64 random 3-way marginals (seed 0)",
 }
 
 
