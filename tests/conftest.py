@@ -10,6 +10,7 @@ a test that needs one asks the ``require_shared_data`` fixture for the file and 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,32 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # a `dqrelease run` started by a test uses Prefect's temporary server: no test leaves a local server running
 # (tests/cli/test_prefect_server.py starts and stops one explicitly)
 os.environ.setdefault("DQRELEASE_PREFECT_SERVER", "ephemeral")
+
+
+_SHARED_DATA_WORDS = re.compile(
+    r"require_shared_data|shared_data_file|shared_data_dir|DQRELEASE_DATA|data_home|\.\./shared"
+    r"|kdd|adult_pgm|bnlearn|bms|mcsherry",
+    re.IGNORECASE,
+)
+"""Words of a test module that may read the shared data sets (over-marking is safe: a marked test runs twice)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``shared_data`` every test that may read the shared data sets.
+
+    A test is marked when it requests ``require_shared_data`` (directly or through another fixture: pytest lists the
+    whole closure in ``fixturenames``) or when its module's text names a shared data set or the data-home rule.
+    CI runs the suite once with the data, then only ``-m shared_data`` with the data hidden (``.ci/run``): a test
+    that cannot see the data behaves the same in both runs unless it is one of these.
+    """
+    del config
+    reads_data: dict[Path, bool] = {}
+    for item in items:
+        path = Path(item.path)
+        if path not in reads_data:
+            reads_data[path] = bool(_SHARED_DATA_WORDS.search(path.read_text(encoding="utf-8")))
+        if reads_data[path] or "require_shared_data" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.shared_data)
 
 
 @pytest.fixture(scope="session")

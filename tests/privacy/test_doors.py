@@ -144,7 +144,9 @@ def test_the_walk_finds_every_known_engine_mechanism():
             "run_primal_game", "RoundLoop", "independent_columns"} <= names
 
 
-@pytest.mark.parametrize("name, entry", _engine_entry_points(), ids=lambda value: str(value).rsplit(".", 1)[-1])
+@pytest.mark.parametrize(
+    "name, entry", [pytest.param(name, entry, id=name) for name, entry in _engine_entry_points()]
+)  # ids from names only: a function's repr holds its address, which differs between pytest-xdist workers
 def test_every_engine_entry_point_requires_a_keyword_only_grant(name, entry):
     parameter = inspect.signature(entry).parameters.get("grant")
     assert parameter is not None, f"{name} runs a mechanism but takes no grant"
