@@ -19,9 +19,14 @@ import pytest
 
 from dqrelease.inputs.data_home import DATA_FIX, shared_data_dir, shared_data_file
 
-_HOME = tempfile.mkdtemp(prefix="dqrelease-tests-prefect-")
-os.environ.setdefault("PREFECT_HOME", _HOME)
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    # each pytest-xdist worker gets a Prefect home of its own: the controller's (inherited) would be one SQLite
+    # database for every worker's temporary servers ("database is locked")
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix=f"dqrelease-tests-prefect-{_WORKER}-")
+else:
+    os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="dqrelease-tests-prefect-"))
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "240")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -62,7 +67,7 @@ def prefect_harness():
     """One Prefect test server for the whole session."""
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=90):
+    with prefect_test_harness(server_startup_timeout=240):
         yield
 
 
