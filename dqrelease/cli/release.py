@@ -385,10 +385,15 @@ SERVE_HELP = (
 )
 
 
-def serving_lines(*, deployment: str, api_url: str, cron: str, dataset_id: str) -> list[str]:
-    """What ``serve`` prints once its deployment is registered: the commands that work against its server."""
+def _serving_lines(*, flow: str, deployment: str, api_url: str, cron: str, dataset_id: str) -> list[str]:
+    """What ``serve`` prints once its deployment is registered: the commands that work against its server.
+
+    Each carries ``PREFECT_API_URL``: a bare ``prefect`` command would start a temporary server of its own on the
+    same database (``sqlite3.OperationalError: database is locked``).
+    """
     from dqrelease.runtime.schedules import dataset_limit_name
 
+    deployment = f"{flow}/{deployment}"
     return [
         f"serving deployment '{deployment}' on the Prefect server at {api_url.removesuffix('/api')} "
         f"(cron '{cron}'; one release of dataset '{dataset_id}' at a time: "
@@ -396,7 +401,7 @@ def serving_lines(*, deployment: str, api_url: str, cron: str, dataset_id: str) 
         "  run it now, from another shell:",
         f"    PREFECT_API_URL={api_url} prefect deployment run '{deployment}'",
         "  its runs, and the limit:",
-        f"    PREFECT_API_URL={api_url} prefect flow-run ls --flow-name {deployment.split('/')[0]}",
+        f"    PREFECT_API_URL={api_url} prefect flow-run ls --flow-name {flow}",
         f"    PREFECT_API_URL={api_url} prefect gcl inspect {dataset_limit_name(dataset_id)}",
         "  Ctrl-C stops serving and pauses the schedule (runs missed meanwhile are not made up).",
     ]
@@ -428,19 +433,20 @@ def serve(
         from prefect.runner import Runner
 
         from dqrelease.flows.release import release
-        from dqrelease.runtime.schedules import deployment_limit
+        from dqrelease.runtime.schedules import deployment_limit, ensure_dataset_limit
 
         # the deployment and its runs live in the same server as `dqrelease run`'s; shared_api names its URL (and
         # starts Prefect's temporary server when DQRELEASE_PREFECT_SERVER=ephemeral)
         with api.connected(), shared_api(api.url) as url:
             deployment = name or loaded.name
+            ensure_dataset_limit(loaded.ledger.dataset_id)
             runner = Runner(name=deployment, pause_on_shutdown=True)
             runner.add_flow(
                 release, name=deployment, cron=cron, parameters={"config_path": str(Path(config).resolve())},
                 concurrency_limit=deployment_limit(), entrypoint_type=EntrypointType.MODULE_PATH,
             )
-            lines = serving_lines(deployment=f"{release.name}/{deployment}", api_url=url, cron=cron,
-                                  dataset_id=loaded.ledger.dataset_id)
+            lines = _serving_lines(flow=release.name, deployment=deployment, api_url=url, cron=cron,
+                                   dataset_id=loaded.ledger.dataset_id)
             _stdout().print("\n".join(lines), markup=False, highlight=False)
             with contextlib.suppress(KeyboardInterrupt, TerminationSignal):
                 asyncio.run(runner.start())

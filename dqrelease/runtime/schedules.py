@@ -3,15 +3,16 @@
 A deployment run of the release flow (what ``dqrelease serve`` schedules, or ``prefect deployment run`` starts) is
 limited in Prefect's own terms, so that overlapping schedules never charge the ledger twice for one period:
 
-* **Per deployment** (:data:`DEPLOYMENT_LIMIT`): Prefect's deployment concurrency limit of 1 with the collision
+* **Per deployment** (:func:`deployment_limit`): Prefect's deployment concurrency limit of 1 with the collision
   strategy ``ENQUEUE``. A run due while the deployment's previous run is running waits in Prefect's
   ``AwaitingConcurrencySlot`` state (enforced by the server when the run would become Pending); nothing is read or
   charged meanwhile.
 * **Per dataset** (:func:`one_release_per_dataset`): a Prefect global concurrency limit of 1 named
-  ``dqrelease-dataset-<ledger.dataset_id>`` (:func:`dataset_limit_name`, created on first use). A deployment run holds
-  its slot from before the config's data is read until the run ends, waiting for it first, so two deployments of
-  one dataset (two ``serve`` commands, or two configs charging one ``ledger.dataset_id``) never overlap either. The
-  slot is a lease Prefect renews while the run lives (a crashed run's slot is freed when its lease expires).
+  ``dqrelease-dataset-<ledger.dataset_id>`` (:func:`ensure_dataset_limit`: made by ``serve`` or the first run). A
+  deployment run holds its slot from before the config's data is read until the run ends, waiting for it first, so
+  two deployments of one dataset (two ``serve`` commands, or two configs charging one ``ledger.dataset_id``) never
+  overlap either. The slot is a lease Prefect renews while the run lives (a crashed run's slot is freed when its
+  lease expires).
 * **Catch-up** (:func:`superseded_by`): a scheduled run is skipped (its state becomes Cancelled, nothing read or
   charged) when a later scheduled run of the same deployment is already due. After the server or ``serve`` was
   down, or while runs waited behind a long one, only the latest missed run is run, once; a run started by hand
@@ -37,6 +38,7 @@ __all__ = [
     "DATASET_LIMIT_PREFIX",
     "dataset_limit_name",
     "deployment_limit",
+    "ensure_dataset_limit",
     "one_release_per_dataset",
     "superseded_by",
 ]
@@ -64,18 +66,25 @@ def dataset_limit_name(dataset_id: str) -> str:
     return f"{DATASET_LIMIT_PREFIX}{dataset_id}"
 
 
-def _ensure_dataset_limit(name: str) -> None:
-    """Create the limit with one slot unless it exists (a concurrent creation by another run is fine)."""
+def ensure_dataset_limit(dataset_id: str) -> str:
+    """Create the dataset's global concurrency limit with one slot unless it exists; return its name.
+
+    Called by ``serve`` (so that ``prefect gcl inspect`` finds it at once) and by every deployment run (so that a
+    deployment made otherwise is limited too); a concurrent creation by another run is fine. An existing limit is
+    left as it is: an operator who changed it in Prefect meant it.
+    """
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
     from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 
+    name = dataset_limit_name(dataset_id)
     with get_client(sync_client=True) as client:
         try:
             client.read_global_concurrency_limit_by_name(name)
         except ObjectNotFound:
             with suppress(ObjectAlreadyExists):
                 client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
+    return name
 
 
 def superseded_by(flow_run: Any) -> Any | None:
@@ -108,9 +117,7 @@ def _dataset_slot(dataset_id: str) -> Iterator[None]:
     """Hold the dataset's one slot (waiting for it) while the block runs."""
     from prefect.concurrency.sync import concurrency
 
-    name = dataset_limit_name(dataset_id)
-    _ensure_dataset_limit(name)
-    with concurrency(name, occupy=1, strict=True):
+    with concurrency(ensure_dataset_limit(dataset_id), occupy=1, strict=True):
         yield
 
 

@@ -36,7 +36,10 @@ def test_a_refusal_after_the_data_stage_writes_nothing_to_prefect_result_storage
         [sys.executable, "-m", "dqrelease.cli", "run", str(config)], capture_output=True, text=True, env=env,
         cwd=tmp_path, timeout=300, check=False,
     )
-    assert result.returncode == ExitCode.VALIDATION_FAILED, result.stderr  # the exception still reaches the CLI
+    # the exception still reaches the CLI: its exit code and its one line
+    assert result.returncode == ExitCode.VALIDATION_FAILED, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: ") and "workclass" in line
     assert home.is_dir()  # the process used this Prefect home (its settings, its logs)
     storage = home / "storage"
     assert not storage.exists() or not any(storage.rglob("*")), sorted(map(str, storage.rglob("*")))

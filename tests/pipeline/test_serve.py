@@ -66,20 +66,19 @@ def test_serve_rejects_an_invalid_config_with_exit_2(tmp_path: Path):
 
 
 def _serve_until_banner(command: list[str], env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen, list[str]]:
-    """Start `dqrelease serve` in its own session and read its banner up to the line that triggers a run."""
-    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
-    lines: list[str] = []
+    """Start `dqrelease serve` in its own session (output to a file: a full pipe would block it); read its banner."""
+    log = cwd / "serve.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip("\n"))
-        if "prefect deployment run" in line:
+    while time.monotonic() < deadline and process.poll() is None:
+        lines = log.read_text().splitlines()
+        if any("Ctrl-C stops serving" in line for line in lines):
             return process, lines
+        time.sleep(0.5)
     os.killpg(process.pid, signal.SIGTERM)
-    raise AssertionError("serve printed no `prefect deployment run` line:\n" + "\n".join(lines))
+    raise AssertionError("serve printed no banner:\n" + log.read_text()[-2000:])
 
 
 async def _deployment_runs(name: str) -> list:
@@ -127,10 +126,14 @@ def test_two_runs_of_one_dataset_never_overlap_and_charge_one_at_a_time(tmp_path
     command = cli_command("serve", str(ws.config), "--cron", "0 6 1 1 *", "--name", "overlap")
     serve, banner = _serve_until_banner(command, env, ws.root)
     try:
-        trigger = banner[-1].strip()
-        assert trigger == f"PREFECT_API_URL={env['PREFECT_API_URL']} prefect deployment run 'dqrelease-release/overlap'"
+        commands = [line.strip() for line in banner if line.strip().startswith("PREFECT_API_URL=")]
+        trigger = f"PREFECT_API_URL={env['PREFECT_API_URL']} prefect deployment run 'dqrelease-release/overlap'"
+        assert trigger in commands, banner
         shell = {key: value for key, value in env.items() if key != "PREFECT_API_URL"}
         shell["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{shell.get('PATH', '')}"
+        limit = subprocess.run(next(c for c in commands if "gcl inspect" in c), shell=True, env=shell, cwd=ws.root,
+                               capture_output=True, text=True, timeout=180)
+        assert limit.returncode == 0 and "dqrelease-dataset-abuse" in limit.stdout, limit.stdout + limit.stderr
         for _ in range(2):
             subprocess.run(trigger, shell=True, env=shell, cwd=ws.root, check=True, timeout=180,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -155,6 +158,9 @@ def test_two_runs_of_one_dataset_never_overlap_and_charge_one_at_a_time(tmp_path
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
         serve.wait(timeout=60)
+    listed = subprocess.run(next(c for c in commands if "flow-run ls" in c), shell=True, env=shell, cwd=ws.root,
+                            capture_output=True, text=True, timeout=180)
+    assert listed.returncode == 0 and str(first.name) in listed.stdout, listed.stdout + listed.stderr
     assert [first.state.name, second.state.name] == ["Completed", "Completed"], (first.state, second.state)
     assert second.start_time >= first.end_time  # never overlapping
     made = [datetime.fromisoformat(charge["charged_at"]) for charge in charges(ws.ledger)]
