@@ -108,6 +108,11 @@ def _read_private(config: ReleaseConfig, schema: Schema, run: RunContext) -> Dat
     return discretize_raw(schema, run).with_neighbouring(config.privacy.neighbouring)
 
 
+def _dataset_of(config_path: str, **_: Any) -> str:
+    """The dataset a release charges (its config's ``ledger.dataset_id``): what a deployment run's slot is named by."""
+    return load_release_config.fn(config_path)[0].ledger.dataset_id
+
+
 def _abandon(runs: list[RunContext], receipts: list[dict[str, Any]], error: BaseException) -> None:
     """Remove failed runs' files; if the ledger already committed charges, ``error`` says so (never refunded)."""
     for run in runs:
@@ -195,7 +200,7 @@ def _finish(prepared: _Prepared, result: SynthesisResult, true_answers: np.ndarr
 
 @flow(name="dqrelease-release", persist_result=False, validate_parameters=False)
 @failures_not_persisted
-@one_release_per_dataset
+@one_release_per_dataset(_dataset_of)
 def release(
     config_path: str,
     *,

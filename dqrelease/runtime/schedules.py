@@ -31,7 +31,6 @@ import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 __all__ = [
@@ -102,6 +101,7 @@ def superseded_by(flow_run: Any) -> Any | None:
         FlowRunFilter,
         FlowRunFilterExpectedStartTime,
     )
+
     window = FlowRunFilterExpectedStartTime(after_=flow_run.expected_start_time, before_=datetime.now(UTC))
     with get_client(sync_client=True) as client:
         later = client.read_flow_runs(
@@ -121,35 +121,43 @@ def _dataset_slot(dataset_id: str) -> Iterator[None]:
         yield
 
 
-def one_release_per_dataset(function: Callable[P, R]) -> Callable[P, R]:
-    """Decorate a flow function whose first argument is ``config_path``: limit its deployment runs (module docstring).
+def one_release_per_dataset(dataset_of: Callable[..., str]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a flow function (under ``@flow``): limit its deployment runs as the module docstring says.
 
-    Put it under ``@flow``. Outside a deployment run the function runs as it is. A deployment run reads the config
-    (public) for its ``ledger.dataset_id``, waits for and holds that dataset's slot, and skips itself when a later
-    scheduled run is due: it then returns Prefect's ``Cancelled`` state, whose message names the later run.
+    Outside a deployment run the function runs as it is. A deployment run waits for and holds its dataset's slot,
+    and skips itself when a later scheduled run is due: it then returns Prefect's ``Cancelled`` state, whose message
+    names the later run.
+
+    Args:
+        dataset_of: Called with the flow's arguments, returns the ``ledger.dataset_id`` the run charges (from the
+            public config only; this module does not read configs).
+
+    Returns:
+        The decorator.
     """
 
-    @functools.wraps(function)
-    def wrapper(config_path: str, *args: P.args, **kwargs: P.kwargs) -> R:
-        from prefect.context import FlowRunContext
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            from prefect.context import FlowRunContext
 
-        context = FlowRunContext.get()
-        flow_run = None if context is None else context.flow_run
-        if flow_run is None or flow_run.deployment_id is None:
-            return function(config_path, *args, **kwargs)
-        from dqrelease.inputs.config import load_config
+            context = FlowRunContext.get()
+            flow_run = None if context is None else context.flow_run
+            if flow_run is None or flow_run.deployment_id is None:
+                return function(*args, **kwargs)
+            dataset_id = dataset_of(*args, **kwargs)
+            with _dataset_slot(dataset_id):
+                later = superseded_by(flow_run)
+                if later is not None:
+                    from prefect.states import Cancelled
 
-        dataset_id = load_config(Path(config_path)).ledger.dataset_id
-        with _dataset_slot(dataset_id):
-            later = superseded_by(flow_run)
-            if later is not None:
-                from prefect.states import Cancelled
+                    return Cancelled(message=(
+                        f"skipped: the run scheduled for {later.expected_start_time.isoformat()} is due too, and "
+                        f"only the latest missed run of a schedule is caught up (dataset {dataset_id!r}; nothing "
+                        "was read or charged)"
+                    ))
+                return function(*args, **kwargs)
 
-                return Cancelled(message=(
-                    f"skipped: the run scheduled for {later.expected_start_time.isoformat()} is due too, and only "
-                    f"the latest missed run of a schedule is caught up (dataset {dataset_id!r}; nothing was read or "
-                    "charged)"
-                ))
-            return function(config_path, *args, **kwargs)
+        return wrapper
 
-    return wrapper
+    return decorate
