@@ -204,3 +204,26 @@ def test_only_the_latest_missed_scheduled_run_is_caught_up():
     assert superseded_by(oldest).id == latest_due.id
     assert superseded_by(latest_due) is None  # the next run is not due yet: this one runs
     assert superseded_by(manual) is None  # started by hand (`prefect deployment run`): never skipped
+
+
+def test_a_superseded_scheduled_run_ends_cancelled_without_running_and_the_latest_runs():
+    """The flow decorator end to end: the older missed run is Cancelled before its function runs; the latest runs."""
+    from prefect import flow
+    from prefect.flow_engine import run_flow
+
+    from dqrelease.runtime.schedules import one_release_per_dataset
+
+    called: list[str] = []
+
+    @flow(persist_result=False)
+    @one_release_per_dataset(lambda label: "catch-up-test")
+    def scheduled(label: str) -> str:
+        called.append(label)
+        return label
+
+    oldest, latest_due, _not_due_yet = asyncio.run(_scheduled_runs([(-2, True), (-1, True), (1, True)]))
+    skipped = run_flow(scheduled, flow_run=oldest, parameters={"label": "oldest"}, return_type="state")
+    assert skipped.is_cancelled() and "only the latest missed run of a schedule is caught up" in skipped.message
+    ran = run_flow(scheduled, flow_run=latest_due, parameters={"label": "latest"}, return_type="state")
+    assert ran.is_completed()
+    assert called == ["latest"]
