@@ -47,6 +47,8 @@ from dqrelease.mechanisms import ReleasePlan
 from dqrelease.outputs.replay import check_inputs_unchanged, prepare_replay
 from dqrelease.outputs.runs import RunContext, new_run, run_seed
 from dqrelease.plan import check_release_utility
+from dqrelease.runtime.schedules import one_release_per_dataset
+from dqrelease.tasks.common import failures_not_persisted
 from dqrelease.tasks.outputs import (
     check_synthetic,
     decode_synthetic,
@@ -104,6 +106,11 @@ def _read_private(config: ReleaseConfig, schema: Schema, run: RunContext) -> Dat
     rows = ingest_raw(config, schema, run)
     validate_raw(config, schema, run, rows)
     return discretize_raw(schema, run).with_neighbouring(config.privacy.neighbouring)
+
+
+def _dataset_of(config_path: str, **_: Any) -> str:
+    """The dataset a release charges (its config's ``ledger.dataset_id``): what a deployment run's slot is named by."""
+    return load_release_config.fn(config_path)[0].ledger.dataset_id
 
 
 def _abandon(runs: list[RunContext], receipts: list[dict[str, Any]], error: BaseException) -> None:
@@ -192,6 +199,8 @@ def _finish(prepared: _Prepared, result: SynthesisResult, true_answers: np.ndarr
 
 
 @flow(name="dqrelease-release", persist_result=False, validate_parameters=False)
+@failures_not_persisted
+@one_release_per_dataset(_dataset_of)
 def release(
     config_path: str,
     *,
@@ -243,6 +252,7 @@ def release(
 
 
 @flow(name="dqrelease-release-many", persist_result=False, validate_parameters=False)
+@failures_not_persisted
 def release_many(
     config_paths: list[str], *, dask_address: str | None = None, seeded_test_or_audit: bool = False
 ) -> list[dict[str, Any]]:
@@ -296,6 +306,7 @@ def run_release(
 
 
 @flow(name="dqrelease-replay", persist_result=False, validate_parameters=False)
+@failures_not_persisted
 def replay_release(manifest_path: str) -> dict[str, Any]:
     """Re-run a seeded release from its audit manifest: uncharged, unpublished, in a removed scratch directory.
 

@@ -1,7 +1,11 @@
-"""Task defaults shared by every dqrelease task.
+"""Task and flow defaults shared by every dqrelease task and flow.
 
 Tasks are never cached and never persist results: a cache must never replay a mechanism's output without
 the ledger knowing, and results hold private data (the raw table, true answers).
+
+Flows persist nothing either (``persist_result=False``), and their failures neither
+(:func:`failures_not_persisted`): Prefect 3 pickles a flow's exception into its local result storage
+(``$PREFECT_HOME/storage``) whatever ``persist_result`` says, outside the run's own folders.
 
 Tasks that touch private data are wrapped by :func:`private_errors`: an unexpected exception (whose message
 could quote a data value, e.g. a parse error) reaches Prefect's logs and the CLI only as its type, unless
@@ -23,6 +27,30 @@ TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def failures_not_persisted(function: Callable[P, R]) -> Callable[P, R]:
+    """Decorate a flow function (under ``@flow``): a failure becomes a ``Failed`` state that is never written.
+
+    An exception raised by a flow function is pickled into Prefect's result storage before the run ends (Prefect
+    3's flow engine writes it even with ``persist_result=False``). Returned as a ``Failed`` state instead, it is
+    kept in memory only: the flow's caller still gets the same exception object when the flow ends (so the CLI's
+    exit codes hold), and the Prefect server records the state's one-line message: a named error's message (written
+    never to contain data), else the exception's type only, unless debugging (as :func:`private_errors`).
+    """
+
+    @functools.wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:
+            from prefect.states import Failed
+
+            shown = f"{type(error).__name__}: {error}" if isinstance(error, ReleaseError) or debugging() else (
+                type(error).__name__)
+            return Failed(data=error, message=shown)
+
+    return wrapper
 
 
 def private_errors(function: Callable[P, R]) -> Callable[P, R]:

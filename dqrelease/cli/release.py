@@ -6,6 +6,7 @@ side process imports Great Expectations and matplotlib meanwhile (:data:`SIDE_PR
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterator
@@ -374,16 +375,45 @@ def verify(
     )
 
 
-@app.command()
+SERVE_HELP = (
+    "Serve a Prefect deployment that runs the release on a cron schedule (blocks; Ctrl-C stops and pauses the "
+    "schedule).\n\n"
+    "One release of a dataset at a time: a run due while the previous one runs waits (Prefect's deployment "
+    "concurrency limit, and a global concurrency limit per ledger.dataset_id), and a missed run is caught up only if "
+    "it is the latest one due; older ones are skipped (Cancelled, nothing read or charged). Scheduled releases are "
+    "production releases: a seeded config is refused (exit 2)."
+)
+
+
+def _serving_lines(*, flow: str, deployment: str, api_url: str, cron: str, dataset_id: str) -> list[str]:
+    """What ``serve`` prints once its deployment is registered: the commands that work against its server.
+
+    Each carries ``PREFECT_API_URL``: a bare ``prefect`` command would start a temporary server of its own on the
+    same database (``sqlite3.OperationalError: database is locked``).
+    """
+    from dqrelease.runtime.schedules import dataset_limit_name
+
+    deployment = f"{flow}/{deployment}"
+    return [
+        f"serving deployment '{deployment}' on the Prefect server at {api_url.removesuffix('/api')} "
+        f"(cron '{cron}'; one release of dataset '{dataset_id}' at a time: "
+        f"concurrency limit '{dataset_limit_name(dataset_id)}')",
+        "  run it now, from another shell:",
+        f"    PREFECT_API_URL={api_url} prefect deployment run '{deployment}'",
+        "  its runs, and the limit:",
+        f"    PREFECT_API_URL={api_url} prefect flow-run ls --flow-name {flow}",
+        f"    PREFECT_API_URL={api_url} prefect gcl inspect {dataset_limit_name(dataset_id)}",
+        "  Ctrl-C stops serving and pauses the schedule (runs missed meanwhile are not made up).",
+    ]
+
+
+@app.command(help=SERVE_HELP)
 def serve(
     config: Annotated[Path, typer.Argument(help="Release config (TOML).")],
     cron: Annotated[str, typer.Option(help="Cron schedule, e.g. '0 6 1 * *' (06:00 on the 1st).")],
     name: Annotated[str | None, typer.Option(help="Deployment name (default: the release name).")] = None,
 ) -> None:
-    """Serve a Prefect deployment that runs the release on a cron schedule (blocks; Ctrl-C stops).
-
-    Scheduled releases are production releases: a seeded config is refused (exit 2).
-    """
+    """Serve a Prefect deployment that runs the release on a cron schedule (see SERVE_HELP)."""
     with _exit_codes():
         check_cron(cron)
         loaded, _ = _load(config)
@@ -393,12 +423,30 @@ def serve(
                                   "'secure' and remove run.seed (run a test or an audit once with `dqrelease run "
                                   "--seeded-test-or-audit`)")
         _prefect_environment()
-        from dqrelease.runtime.prefect_server import prefect_api
+        from dqrelease.runtime.prefect_server import prefect_api, shared_api
 
         api = prefect_api()
-        from dqrelease.flows.release import release
+        import asyncio
 
-        with api.connected():  # the deployment and its runs live in the same server as `dqrelease run`'s
-            release.serve(
-                name=name or loaded.name, cron=cron, parameters={"config_path": str(Path(config).resolve())}
+        from prefect.deployments.runner import EntrypointType
+        from prefect.exceptions import TerminationSignal
+        from prefect.runner import Runner
+
+        from dqrelease.flows.release import release
+        from dqrelease.runtime.schedules import deployment_limit, ensure_dataset_limit
+
+        # the deployment and its runs live in the same server as `dqrelease run`'s; shared_api names its URL (and
+        # starts Prefect's temporary server when DQRELEASE_PREFECT_SERVER=ephemeral)
+        with api.connected(), shared_api(api.url) as url:
+            deployment = name or loaded.name
+            ensure_dataset_limit(loaded.ledger.dataset_id)
+            runner = Runner(name=deployment, pause_on_shutdown=True)
+            runner.add_flow(
+                release, name=deployment, cron=cron, parameters={"config_path": str(Path(config).resolve())},
+                concurrency_limit=deployment_limit(), entrypoint_type=EntrypointType.MODULE_PATH,
             )
+            lines = _serving_lines(flow=release.name, deployment=deployment, api_url=url, cron=cron,
+                                   dataset_id=loaded.ledger.dataset_id)
+            _stdout().print("\n".join(lines), markup=False, highlight=False)
+            with contextlib.suppress(KeyboardInterrupt, TerminationSignal):
+                asyncio.run(runner.start())

@@ -14,13 +14,23 @@ def _describe_server(record: Any) -> str:
             f"started {record.started_at}; log {record.log})")
 
 
+def _export_line(api_url: str) -> str:
+    """The line that points Prefect's own CLI (``prefect deployment run``, ``prefect flow-run ls``) at ``api_url``.
+
+    Without it ``prefect`` started from a plain shell starts a temporary server of its own on the same database.
+    """
+    return f"  export PREFECT_API_URL={api_url}   # for `prefect` commands against this server"
+
+
 def _configured_note() -> str | None:
+    """What runs use when the user configured a Prefect API (None: dqrelease's own server), with its export line."""
     from dqrelease.runtime.prefect_server import configured_api_url
 
     _prefect_environment()
     url = configured_api_url()
     return None if url is None else (
-        f"runs use the Prefect API configured in Prefect's settings ({url}); dqrelease starts no server"
+        f"runs use the Prefect API configured in Prefect's settings ({url}); dqrelease starts no server\n"
+        f"{_export_line(url)}"
     )
 
 
@@ -41,8 +51,8 @@ def server_start(
     if note is not None:
         out.print(note, markup=False, highlight=False)
         return
-    out.print(f"{'started' if started else 'already running'}: Prefect server at {_describe_server(record)}",
-              markup=False, highlight=False)
+    out.print(f"{'started' if started else 'already running'}: Prefect server at {_describe_server(record)}\n"
+              f"{_export_line(record.api_url)}", markup=False, highlight=False)
 
 
 @server_app.command("status")
@@ -59,6 +69,8 @@ def server_status_command() -> None:
     record = status.record
     if status.state in ("running", "starting"):
         line = f"{status.state}: Prefect server started by dqrelease at {_describe_server(record)}"
+        if note is None:
+            line += f"\n{_export_line(record.api_url)}"
     elif status.state == "stale":
         line = (f"not running: the state file named pid {record.pid}, which is no longer the server dqrelease "
                 "started; removed the stale state file (nothing was stopped)")

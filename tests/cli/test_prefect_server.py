@@ -173,3 +173,29 @@ def test_shared_api_gives_this_process_and_its_children_one_api_and_restores_bot
         env["PREFECT_API_URL"] = previous
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert done.stdout.splitlines() == [f"{inside} {inside} {inside}", after]
+
+
+def _status_output(env_extra: dict[str, str], tmp_path: Path) -> str:
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    env.update(DQRELEASE_STATE_DIR=str(tmp_path / "state"), PREFECT_HOME=str(tmp_path / "home"), **env_extra)
+    done = subprocess.run([sys.executable, "-m", "dqrelease.cli", "server", "status"], capture_output=True, text=True,
+                          env=env, check=True, timeout=120)
+    return done.stdout
+
+
+def test_server_status_prints_the_prefect_api_url_to_export_for_the_server_dqrelease_started(tmp_path: Path):
+    """A `prefect` command from a plain shell needs it: without it, it starts a temporary server of its own."""
+    # the state file names a live process of ours (this test's), so the status is "starting" (nothing answers)
+    me = psutil.Process(os.getpid())
+    _write_state(tmp_path / "state", pid=me.pid, create_time=me.create_time())
+    output = _status_output({}, tmp_path)
+    assert "starting: Prefect server started by dqrelease at http://127.0.0.1:9" in output
+    assert "export PREFECT_API_URL=http://127.0.0.1:9/api" in output.splitlines()[1]
+
+
+def test_server_status_prints_the_configured_prefect_api_url_to_export(tmp_path: Path):
+    output = _status_output({"PREFECT_API_URL": "http://127.0.0.1:8/api"}, tmp_path)
+    lines = output.splitlines()
+    assert "runs use the Prefect API configured in Prefect's settings (http://127.0.0.1:8/api)" in lines[0]
+    assert "export PREFECT_API_URL=http://127.0.0.1:8/api" in lines[1]
+    assert "not running" in lines[2]
