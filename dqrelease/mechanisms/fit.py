@@ -138,8 +138,8 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
         f"budget split: the table fit takes {keys.fit.share:.0%} of rho for MWEM on {fit.support_size:,} particles "
         f"({keys.fit.seed_fraction:.0%} seeded with the {keys.name} records), {fit.rounds} rounds, and the rows are "
         f"sampled from the fitted particles; {keys.name} gets the rest, epsilon = {own_epsilon:.4g} on its own. "
-        f"Composed in zCDP the two cost epsilon = {costs[mode].epsilon:.4g} of the {public.epsilon:.4g} "
-        f"({mode} accounting): the epsilons of composed steps do not add up"
+        f"Composed in zCDP the two cost epsilon = {costs[mode].epsilon:.4g} within the target epsilon = "
+        f"{public.epsilon:.4g} ({mode} accounting): the epsilons of composed steps do not add up"
     )
     parameters = {**best.parameters, "fit": {
         "share": keys.fit.share, "seed_fraction": fit.seed_fraction, "particles": fit.support_size,
