@@ -7,6 +7,8 @@ Each source plants a distinctive value in its data rows; the skeleton must not c
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -167,6 +169,19 @@ def test_plan_refuses_the_unfilled_skeleton_naming_its_columns(tmp_path: Path):
     [line] = result.stderr.splitlines()
     assert "columns 'age', 'work class', 'zip' still have an empty value list or edge list" in line
     assert "docs/schema.md, 'Public value sets and bucket edges'" in line
+
+
+def test_run_refuses_the_unfilled_skeleton_before_reading_or_charging(tmp_path: Path):
+    config = _csv_source(tmp_path)
+    assert _init(str(config)).exit_code == ExitCode.OK
+    result = subprocess.run(
+        [sys.executable, "-m", "dqrelease.cli", "run", str(config)], capture_output=True, text=True, timeout=300,
+        check=False,
+    )
+    assert result.returncode == ExitCode.INVALID_CONFIG, result.stderr
+    [line] = result.stderr.splitlines()
+    assert "still have an empty value list or edge list" in line
+    assert not (tmp_path / "ledger.duckdb").exists() and not (tmp_path / "out").exists()
 
 
 def test_a_partly_filled_skeleton_is_refused_naming_the_column_left(tmp_path: Path):
