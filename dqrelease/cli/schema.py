@@ -16,7 +16,7 @@ from dqrelease.cli.app import _exit_codes, _stdout, app
 
 schema_app = typer.Typer(
     no_args_is_help=True, rich_markup_mode=None,
-    help="Write the public schema file of a new table (its column names from the source's header).",
+    help="Scaffold the public schema file of a new table.",
 )
 app.add_typer(schema_app, name="schema")
 
