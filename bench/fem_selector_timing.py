@@ -4,7 +4,7 @@
 ``A`` distinct cells, so ``A`` of the 4,000 true answers are non-zero (``A`` = 1,000, 1,040, 3,900). For each
 ``A``:
 
-(a) **a FEM run** (engine ``fem``, T = 20 rounds by default, s = 4 samples, ε₀ = 0.003 as in seed 004's
+(a) **a FEM run** (engine ``fem``, T = 20 rounds by default, s = 4 samples, ε₀ = 0.003 as in Vietri et al. 2020's
     Table 3, deterministic oracle) with every ``SparseSignedSelector.select`` call timed, and the run's wall time;
 (b) **the selector alone**: 5,000 draws against the estimates of one FEM round (the ``s`` records' cells), with
     the generator's calls counted (``integers`` calls per draw: the old zero-block rejection loop made one per

@@ -16,7 +16,8 @@ override a few keys (:data:`SMOKE_KEYS`) to shrink the sizes; full runs override
 are not run under their own name: they plan one of the others. Budgets are in tight mode (zCDP, optimal
 conversion) with seeded (deterministic) oracles, so the charged tight cost never exceeds the target; the
 paper-mode cost of the same plan is reported next to it. The error is that of the mechanism's synthetic
-distribution (records and weights; randomized response: its proper unbiased estimator, seed 003 eq. 14).
+distribution (records and weights; randomized response: its proper unbiased estimator, eq. 14 of the paper "minimax
+distortion of query-set-independent mechanisms").
 
 The development proxy is a 48,842-row sample of KDD Cup 99 (DualQuery authors' encoding) with 14 attributes of
 similar sizes, bucketed with fixed public edges.
@@ -181,7 +182,8 @@ def run_planned(planned: ReleasePlan, data: Dataset, workload: Workload,
     name = planned.mechanism
     result = run_mechanism(study_grant(planned), RunInputs(data=data, workload=workload, rng=rng))
     if name == "randomized_response":
-        return estimate_answers(result, workload, proper=True), result, "proper estimator (seed 003 eq. 14)"
+        estimator = "proper estimator (eq. 14 of minimax distortion of query-set-independent mechanisms)"
+        return estimate_answers(result, workload, proper=True), result, estimator
     return MarginalIndex(workload).answers(result.records, result.weights), result, ""
 
 

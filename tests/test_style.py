@@ -2,6 +2,7 @@
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -77,3 +78,41 @@ def test_no_tracked_file_names_a_folder_of_this_machine():
     assert offenders == [], "machine paths in tracked files (use bench/scale_common.public_text): " + "; ".join(
         offenders[:10]
     )
+
+
+PAPER_FILE_NUMBERS = re.compile(r"\bseeds? 00[0-9]\b|\bfiles? 00[0-9]\b|\bCKS 2020\b", re.IGNORECASE)
+"""A paper cited by the number of our copy's file ("seed" or "file" and three digits) or by initials ("CKS" and a year).
+
+This file spells the patterns apart (``"seed " + "004"``) so that it passes its own check.
+"""
+
+PAPER_FILE_NUMBERS_ALLOWED = frozenset({
+    # report helper replaces these (issue 28)
+    "dqrelease/outputs/report/data.py",
+    "tests/pipeline/data/error_report_adult.json",
+    "tests/pipeline/data/error_report_adult.md",
+})
+"""Tracked files that may still cite a paper by file number (to be emptied when the report's wording is merged)."""
+
+
+def test_no_tracked_file_cites_a_paper_by_file_number():
+    """Papers are cited by authors, title and year (CONTRIBUTING.md), never by file number or initials."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: the tracked files are unknown")
+    offenders = []
+    for name in filter(None, listed.stdout.split("\0")):
+        if name in PAPER_FILE_NUMBERS_ALLOWED:
+            continue
+        try:
+            text = (ROOT / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue  # binary (plots, parquet) or deleted in the working tree
+        offenders += [f"{name}: {match.group(0)!r}" for match in PAPER_FILE_NUMBERS.finditer(text)]
+    assert offenders == [], "cite papers by authors, title and year: " + "; ".join(offenders[:10])
+
+
+def test_the_paper_citation_check_finds_file_numbers():
+    cited = ["as in seed " + "004", "Seeds " + "000 and 003", "the DualQuery paper, file " + "001", "(CKS" + " 2020)"]
+    assert all(PAPER_FILE_NUMBERS.search(text) for text in cited)
+    assert not any(PAPER_FILE_NUMBERS.search(text) for text in ["seed = 0", "files 0600", "run.seed 20251126"])

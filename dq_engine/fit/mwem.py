@@ -10,8 +10,9 @@ MWEM plays the primal side of the query-release game with an *explicit* data pla
 3. **update** -- ``A(x) ← A(x) · exp(λ · q(x) · (m - q(A)))`` then renormalise, with ``λ = 1/2`` in
    fraction units (HLM's ``exp(q(x)(m - q(A))/2n)`` for counts).
 
-The DualQuery paper (seed 000/001, "Comparison with MWEM") finds MWEM more accurate than DualQuery on a
-17-attribute Adult where ``A`` fits in memory; DualQuery exists for the universes where it does not.
+The DualQuery paper (Gaboardi, Arias, Hsu, Roth & Wu 2014, "Dual Query: Practical Private Query Release for High
+Dimensional Data", "Comparison with MWEM") finds MWEM more accurate than DualQuery on a 17-attribute Adult where
+``A`` fits in memory; DualQuery exists for the universes where it does not.
 
 **Universe limit.** With ``support="universe"`` (the algorithm as published) ``A`` holds one float per
 record of the universe, as a dense tensor of shape ``domain.sizes`` (:mod:`dq_engine.fit.universe`). We refuse
@@ -55,7 +56,8 @@ reject infeasible records (:class:`~dq_engine.fit.particles.ParticleDistribution
 over the feasible records; the rules are public, so privacy is unchanged.
 
 Privacy: ``T`` selections and ``T`` measurements (plus the prior's one measurement), composed as events.
-Paper mode: basic composition when every step is pure (HLM), else seed 004's zCDP analysis; tight mode:
+Paper mode: basic composition when every step is pure (HLM), else the zCDP analysis of Vietri, Tian, Bun, Steinke & Wu
+2020, "New Oracle-Efficient Algorithms for Private Synthetic Data Release"; tight mode:
 zCDP (EM draws ε²/8, Laplace ε²/2, Gaussian ρ) with the optimal conversion, or the pure ε when smaller.
 """
 

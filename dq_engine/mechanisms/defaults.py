@@ -7,7 +7,8 @@ never at the data. Every budget is calibrated on the exact composed cost in the 
 so a rule's cost never exceeds the target. Any parameter given explicitly replaces the rule's value and the
 remaining ones are calibrated around it.
 
-* **FEM / sepFEM** (seed 004): ``T = n √(8ρ) / (2 ln 2N)`` clamped to ``[10, cap]`` (:func:`fem_rounds`),
+* **FEM / sepFEM** (Vietri, Tian, Bun, Steinke & Wu 2020, "New Oracle-Efficient Algorithms for Private Synthetic Data
+  Release"): ``T = n √(8ρ) / (2 ln 2N)`` clamped to ``[10, cap]`` (:func:`fem_rounds`),
   ε₀ calibrated to the target, ``s = clamp(1500 // (T + 1), 4, 50)`` oracle calls per round, perturbation
   scale η = 1 (FEM) and 0.5 (sepFEM), CP-SAT alone with a deterministic limit per call
   (:func:`ftpl_oracle`).
@@ -63,7 +64,7 @@ __all__ = [
 ]
 
 FEM_NOISE_SCALE = 1.0
-"""η of FEM's exponential perturbation (seed 004 Table 3 uses 1 .. 4)."""
+"""η of FEM's exponential perturbation (Vietri et al. 2020, Table 3, uses 1 .. 4)."""
 SEPFEM_NOISE_SCALE = 0.5
 """Laplace scale of sepFEM's separator-query weights."""
 FEM_ROUNDS_CAP = 120

@@ -1,10 +1,13 @@
-"""DQRS: DualQuery with rejection sampling (Vietri, Tian, Bun, Steinke & Wu; seed 004, Algorithm 4).
+"""DQRS: DualQuery with rejection sampling.
+
+Vietri, Tian, Bun, Steinke & Wu 2020, "New Oracle-Efficient Algorithms for Private Synthetic Data Release",
+Algorithm 4.
 
 Round ``t`` best-responds to the sample set ``S_t`` exactly like DualQuery, then builds ``S_{t+1}``:
 
 1. every carried sample ``q ∈ S_t`` is kept with probability
    ``Q̂^{t+1}_q / Q^t_q = e^{-η-γ_t} exp(η A(x^t, q))`` where ``A(x, q) = q(D) - q(x)`` (our sign
-   convention, :mod:`dq_engine.privacy.mw`; seed 004 writes ``exp(-η A_D)`` with ``A_D = q(x) - q(D)``), and
+   convention, :mod:`dq_engine.privacy.mw`; the paper writes ``exp(-η A_D)`` with ``A_D = q(x) - q(D)``), and
    ``γ_t = 1/(2 t^{2/3})``; by Lemma 20 each kept sample is distributed as ``Q^{t+1}``;
 2. ``s̃_t = ⌈(2γ_t + 4η) s⌉`` fresh samples are drawn from ``Q^{t+1}``; when ``2γ_t + 4η >= 1`` (always for
    ``η >= 1/4``) that would be at least DualQuery's ``s`` plus the rejection step's cost, so such a round draws
@@ -20,8 +23,8 @@ Round ``t`` best-responds to the sample set ``S_t`` exactly like DualQuery, then
 Every pool element is an independent draw from ``Q^{t+1}`` and the subset choice is independent of the
 values, so ``S_{t+1}`` is ``|S_{t+1}|`` i.i.d. samples of ``Q^{t+1}`` (tested with a chi-square test).
 
-Privacy: :func:`dq_engine.privacy.theorems.dqrs_events` (proof of Theorem 17), reported in zCDP as seed 004 does
-(paper mode) and with the tight analysis.
+Privacy: :func:`dq_engine.privacy.theorems.dqrs_events` (proof of Theorem 17), reported in zCDP as the
+paper does (paper mode) and with the tight analysis.
 """
 
 from __future__ import annotations
@@ -150,7 +153,7 @@ def dqrs(
     true_answers: np.ndarray | None = None,
     constraints: Constraints | None = None,
 ) -> SynthesisResult:
-    """Run DQRS (seed 004, Algorithm 4) and return the ``T`` best responses.
+    """Run DQRS (Vietri et al. 2020, Algorithm 4) and return the ``T`` best responses.
 
     Args:
         data: Private dataset.

@@ -1,13 +1,14 @@
-r"""FEM: Follow-the-perturbed-leader with the Exponential Mechanism (Vietri et al.; seed 004, Algorithms 1-2).
+r"""FEM: Follow-the-perturbed-leader with the Exponential Mechanism (Vietri et al. 2020, Algorithms 1-2).
 
-The primal no-regret dynamics of the query-release game (seed 004, Algorithm 1):
+The primal no-regret dynamics of the query-release game (Vietri, Tian, Bun, Steinke & Wu 2020, "New Oracle-Efficient
+Algorithms for Private Synthetic Data Release", Algorithm 1):
 
 * the **query player** picks one query per round with the exponential mechanism, score
   ``S_t(D, q) = q(D) - q(D̂^t)`` over the negation-closed class (:mod:`dq_engine.privacy.exponential_mechanism`);
 * the **data player** runs Non-Convex Follow-the-Perturbed-Leader (Algorithm 2): ``D̂^t`` is the uniform
   distribution over ``s`` samples, each the best response ``argmax_x Σ_{i<t} q_i(x) - <x, σ_j>`` to the
   queries selected so far under a fresh perturbation ``σ_j``, solved by the CP-SAT/local-search oracle with
-  the perturbation as the problem's linear term (seed 004 §6 integer program);
+  the perturbation as the problem's linear term (Vietri et al. 2020 §6 integer program);
 * the output is the union of the per-round samples, i.e. the average ``(1/T) Σ_t D̂^t``.
 
 **Perturbation.** Algorithm 2 draws every coordinate of ``σ_j`` from the exponential distribution
@@ -20,7 +21,7 @@ blocks the exponential penalty acts per block like a random utility per value, s
 decision variable and no attribute is left free.
 
 **Rounds.** ``rounds`` is the number ``T`` of exponential-mechanism draws, each ε₀-DP, so the run is
-``T · ρ₀``-zCDP with ``ρ₀ = ε₀²/2`` as seed 004 charges it (Theorem 8, paper mode) or ``ε₀²/8`` by the
+``T · ρ₀``-zCDP with ``ρ₀ = ε₀²/2`` as Vietri et al. 2020 charges it (Theorem 8, paper mode) or ``ε₀²/8`` by the
 bounded-range analysis (tight mode). The data player plays ``T + 1`` times (``D̂^1`` from the free uniform
 draw ``q_0``, ``D̂^{T+1}`` from ``q_0..q_T``): Algorithm 1 with ``T + 1`` rounds would draw a final
 ``q_{T+1}`` that nothing uses; we skip that draw, so the output distribution is the algorithm's and the
@@ -31,7 +32,7 @@ keeps only the rounds after half the budget is spent (``burn_in`` here, 0 by def
 **Oracle and privacy.** The data player never reads the private data: it sees only the selected queries
 and its own noise. Privacy (Theorem 8) therefore holds for *any* oracle — exact, time-limited, heuristic
 or failing ("differential privacy is guaranteed even if the solver runs forever or fails to optimize
-correctly", seed 004 §1). What an approximate oracle breaks is the *accuracy* analysis: FTPL's regret bound
+correctly", Vietri et al. 2020 §1). What an approximate oracle breaks is the *accuracy* analysis: FTPL's regret bound
 (and Corollary 8.1) assumes each sample is an exact argmax of the perturbed objective; a sub-optimal answer
 is a sample from some other distribution and the error guarantee no longer applies. Our default
 (:func:`default_fem_oracle`) is CP-SAT alone with one search worker per call and a *deterministic* time
@@ -119,7 +120,7 @@ class FEMConfig:
     """Parameters of FEM.
 
     Attributes:
-        epsilon_0: Pure ε₀ of each exponential-mechanism draw (seed 004 Table 3: 0.003 .. 0.019).
+        epsilon_0: Pure ε₀ of each exponential-mechanism draw (Vietri et al. 2020, Table 3: 0.003 .. 0.019).
         noise_scale: η, the scale (mean) of the exponential perturbation (Table 3: 1 .. 4).
         samples: ``s``, FTPL samples (oracle calls) per round, >= 1.
         rounds: ``T``, number of exponential-mechanism draws, >= 1 (see :func:`calibrate_fem`).
@@ -241,7 +242,7 @@ def perturbation_term(
     """The linear term added to the best-response objective, one coefficient per bit.
 
     * ``exponential``: ``-σ`` with ``σ_b ~ Exp(η)`` (FEM, Algorithm 2: maximise ``Σ q_i(x) - <x, σ>``);
-    * ``laplace``: ``-σ`` with ``σ_b ~ Lap(η)`` (FEM as written in seed 004 §6);
+    * ``laplace``: ``-σ`` with ``σ_b ~ Lap(η)`` (FEM as written in Vietri et al. 2020 §6);
     * ``separator-laplace``: ``+σ`` with ``σ_b ~ Lap(η)``, one weight per separator query ``x_b = 1``
       (sepFEM, Algorithm 3: maximise ``Σ q_i(x) + Σ_j σ_j q̃_j(x)``).
     """
@@ -445,7 +446,7 @@ def fem(
     executor: Executor | None = None,
     constraints: Constraints | None = None,
 ) -> SynthesisResult:
-    """Run FEM (seed 004, Algorithms 1-2) and return the union of the per-round FTPL samples.
+    """Run FEM (Vietri et al. 2020, Algorithms 1-2) and return the union of the per-round FTPL samples.
 
     Args:
         data: Private dataset (``n`` records).

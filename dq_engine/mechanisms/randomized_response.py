@@ -1,6 +1,8 @@
-r"""Mechanism E of seed 003: per-record randomized response over the record domain, with unbiased estimators.
+r"""Per-record randomized response over the record domain, with unbiased estimators.
 
-Seed 003 (§IV-A, eq. (10)-(11)) releases a synthetic database ``Y`` whose rows are independent, row ``i``
+Mechanism E of the paper "minimax distortion of query-set-independent mechanisms" (our copy names no authors).
+
+The paper (§IV-A, eq. (10)-(11)) releases a synthetic database ``Y`` whose rows are independent, row ``i``
 drawn from ``P[Y_i = y] = e^{-ε·1[y ≠ x_i]} / g(ε)`` with ``g(ε) = 1 + (U - 1) e^{-ε}`` over the record
 universe of size ``U``. It is ε-DP (Lemma 1): changing one row changes one factor of the product by at
 most ``e^ε`` and leaves the normaliser unchanged. It is also ε-DP in the *local* model.
@@ -15,7 +17,7 @@ A uniform record of a product universe is one independent uniform value per attr
 ``O(n · m)`` whatever ``U`` is.
 
 **Estimators.** For a counting query ``q(x) = (1/n) Σ_i φ(x_i)``, ``E[q(Y)] = p q(x) + (1 - p) C/U`` with
-``C = |{v : φ(v) = 1}|``; the unbiased estimator (seed 003 eq. (12), written with ``p``) is
+``C = |{v : φ(v) = 1}|``; the unbiased estimator (the paper's eq. (12), written with ``p``) is
 
     q̂ᵘ(Y) = (q(Y) - (1 - p) C/U) / p = g(ε) q(Y)/(1 - e^{-ε}) - e^{-ε} C/(1 - e^{-ε}),
 
@@ -174,7 +176,7 @@ def randomized_response(
 def estimate_answers(
     result: SynthesisResult, workload: Workload, *, proper: bool = False
 ) -> np.ndarray:
-    """Seed 003's estimator answers of a workload from mechanism E's output.
+    """The paper's estimator answers of a workload from mechanism E's output.
 
     Args:
         result: Output of :func:`randomized_response` (its ``parameters["epsilon"]`` is used).

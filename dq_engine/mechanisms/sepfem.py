@@ -1,4 +1,7 @@
-r"""sepFEM: Separator-FTPL with the Exponential Mechanism (Vietri et al.; seed 004, Algorithms 1 and 3).
+r"""sepFEM: Separator-FTPL with the Exponential Mechanism.
+
+Vietri, Tian, Bun, Steinke & Wu 2020, "New Oracle-Efficient Algorithms for Private Synthetic Data Release",
+Algorithms 1 and 3.
 
 The query player is FEM's (one ε₀-DP exponential-mechanism draw per round); the data player runs
 Separator-FTPL (Syrgkanis et al. 2016): each of the ``s`` samples of a round solves
@@ -84,7 +87,7 @@ def sepfem(
     executor: Executor | None = None,
     constraints: Constraints | None = None,
 ) -> SynthesisResult:
-    """Run sepFEM (seed 004, Algorithms 1 and 3) and return the union of the per-round samples.
+    """Run sepFEM (Vietri et al. 2020, Algorithms 1 and 3) and return the union of the per-round samples.
 
     Args:
         data: Private dataset.

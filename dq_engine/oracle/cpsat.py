@@ -1,4 +1,4 @@
-"""CP-SAT model of the best-response problem (DualQuery paper §5.2 integer program, seed 004 §6).
+"""CP-SAT model of the best-response problem (Gaboardi et al. 2014 §5.2 integer program, Vietri et al. 2020 §6).
 
 Model sections:
 

@@ -1,9 +1,12 @@
-r"""The data player's best-response problem (DualQuery paper §5; seed 004 §6).
+r"""The data player's best-response problem.
+
+Gaboardi, Arias, Hsu, Roth & Wu 2014, "Dual Query: Practical Private Query Release for High Dimensional Data" §5;
+Vietri, Tian, Bun, Steinke & Wu 2020, "New Oracle-Efficient Algorithms for Private Synthetic Data Release" §6.
 
 Given sampled queries ``q̂_1..q̂_s`` (conjunctions and negated conjunctions), the best response is
 ``argmax_x Σ_i q̂_i(x)`` over valid records ``x`` (one bit per one-hot block): a weighted MAX-CSP.
 Duplicate samples are merged into integer weights. An optional linear term ``Σ_j c_j x_j`` carries FEM's
-perturbation ``-<x, σ>`` (seed 004, Algorithm 2) or sepFEM's separator weights.
+perturbation ``-<x, σ>`` (Vietri et al. 2020, Algorithm 2) or sepFEM's separator weights.
 
 Only the *touched* attributes (those with a bit in some clause or a non-zero linear coefficient) are
 decision variables; the others are *free* (paper §6.4) and are set by a :mod:`free-attribute policy

@@ -13,7 +13,8 @@ Two accounting *modes* are reported for every run:
 
 * ``paper`` -- exactly what the papers prove. DualQuery: Theorem 4.2 (basic composition, pure ε) and
   Theorem 4.3 (advanced composition with the worst per-draw ε'); the smaller of the two valid bounds is the
-  paper-mode ε. DQRS / FEM / sepFEM (seed 004): every ε-DP step is ε²/2-zCDP and
+  paper-mode ε. DQRS / FEM / sepFEM (Vietri, Tian, Bun, Steinke & Wu 2020, "New Oracle-Efficient Algorithms for
+  Private Synthetic Data Release"): every ε-DP step is ε²/2-zCDP and
   ``ρ → (ρ + 2√(ρ ln(1/δ)), δ)``.
 * ``tight`` (default for new releases) -- zCDP with the per-round ε'_t, EM draws at ε'²/8, other pure steps
   at ε²/2, converted to (ε, δ) with the optimal conversion of Canonne, Kamath & Steinke (2020) as
@@ -68,6 +69,9 @@ __all__ = [
     "zcdp_rho_exact",
     "zcdp_to_approx_dp_simple",
 ]
+
+PAPER_ZCDP = "Vietri et al. 2020, New Oracle-Efficient Algorithms for Private Synthetic Data Release"
+"""The paper whose zCDP analysis paper mode uses for DQRS, FEM and sepFEM, as a method line cites it."""
 
 AccountingMode = Literal["paper", "tight"]
 PaperAnalysis = Literal["advanced_composition", "zcdp", "basic_composition"]
@@ -296,7 +300,7 @@ def zcdp_rho_exact(events: list[PrivacyEvent], *, em_bound: Literal["bounded_ran
     Args:
         events: Events to compose.
         em_bound: ``"bounded_range"`` charges an ε-EM draw ε²/8 (tight mode); ``"pure"`` charges ε²/2 as
-            seed 004 does (paper mode).
+            Vietri et al. 2020 does (paper mode).
     """
     total = _DyadicSum()
     for event in events:
@@ -323,13 +327,16 @@ def zcdp_rho(events: list[PrivacyEvent], *, em_bound: Literal["bounded_range", "
     Args:
         events: Events to compose.
         em_bound: ``"bounded_range"`` charges an ε-EM draw ε²/8 (tight mode); ``"pure"`` charges ε²/2 as
-            seed 004 does (paper mode).
+            Vietri et al. 2020 does (paper mode).
     """
     return _float_up(zcdp_rho_exact(events, em_bound=em_bound))
 
 
 def zcdp_to_approx_dp_simple(rho: float, delta: float) -> float:
-    """``ε = ρ + 2√(ρ ln(1/δ))`` (Bun & Steinke 2016, Prop. 1.3), the conversion seed 004 uses, rounded outward."""
+    """``ε = ρ + 2√(ρ ln(1/δ))``, rounded outward.
+
+    Bun & Steinke 2016, Prop. 1.3; the conversion Vietri et al. 2020 uses.
+    """
     if not 0 < delta < 1:
         raise AccountingError(f"delta ({delta}) must be in (0, 1)")
     return outward(rho + 2 * math.sqrt(rho * math.log(1 / delta)))
@@ -418,7 +425,7 @@ def compose(
         delta: Target δ in (0, 1).
         paper_analysis: For paper mode, the paper's own analysis: ``"advanced_composition"`` (DualQuery,
             Theorems 4.2/4.3: the smaller of the pure and the advanced-composition ε) or ``"zcdp"``
-            (seed 004: ε²/2 per pure step, simple conversion). With a zCDP event (e.g. Gaussian free-attribute
+            (Vietri et al. 2020: ε²/2 per pure step, simple conversion). With a zCDP event (e.g. Gaussian free-attribute
             marginals) ``"advanced_composition"`` falls back to ``"zcdp"``, the only one of the two that
             covers it.
     """
@@ -433,7 +440,11 @@ def compose(
             delta=delta,
             rho=rho,
             pure_epsilon=pure,
-            method="zCDP: EM draws eps^2/8 (bounded range), pure steps eps^2/2, optimal conversion (CKS 2020)",
+            method=(
+                "zCDP: ε²/8 per exponential-mechanism draw (bounded range), ε²/2 per other ε-DP step, then the "
+                "optimal conversion to (ε, δ) of Canonne, Kamath & Steinke 2020, The Discrete Gaussian for "
+                "Differential Privacy"
+            ),
         )
     if mode != "paper":
         raise AccountingError(f"accounting mode {mode!r} must be 'paper' or 'tight'")
@@ -450,7 +461,7 @@ def compose(
             details={"theorem_4_2_epsilon": pure if pure is not None else math.nan, "theorem_4_3_epsilon": advanced},
         )
     # a zCDP event (Gaussian noise) has no pure-ε bound, so Theorems 4.2/4.3 do not apply; the paper-mode
-    # cost is then the seed-004 zCDP analysis, which is valid for every event type
+    # cost is then Vietri et al. 2020's zCDP analysis, which is valid for every event type
     rho = zcdp_rho(events, em_bound="pure")
     fallback = " (zCDP event: Theorems 4.2/4.3 do not apply)" if paper_analysis == "advanced_composition" else ""
     return ComposedCost(
@@ -459,7 +470,7 @@ def compose(
         delta=delta,
         rho=rho,
         pure_epsilon=pure,
-        method="zCDP as in seed 004: eps-DP step => eps^2/2, rho + 2 sqrt(rho ln(1/delta))" + fallback,
+        method=f"zCDP as in {PAPER_ZCDP}: ε²/2 per ε-DP step, then ε = ρ + 2√(ρ ln(1/δ))" + fallback,
     )
 
 
@@ -490,9 +501,9 @@ def mode_costs(
     Args:
         events: All events of the run.
         delta: Target δ in (0, 1).
-        paper_analysis: The paper's own analysis: ``"advanced_composition"`` (DualQuery) or ``"zcdp"`` (seed 004), as
-            in :func:`compose`, or ``"basic_composition"`` (HLM 2012: basic composition when every step is pure,
-            else seed 004's zCDP analysis).
+        paper_analysis: The paper's own analysis: ``"advanced_composition"`` (DualQuery) or ``"zcdp"``
+            (Vietri et al. 2020), as in :func:`compose`, or ``"basic_composition"`` (HLM 2012: basic composition
+            when every step is pure, else Vietri et al. 2020's zCDP analysis).
         pure_when_smaller: Tight mode reports :func:`best_cost` (the pure ε when it is below the zCDP bound) instead
             of the zCDP bound.
     """
@@ -510,19 +521,25 @@ def mode_costs(
 
 
 def fem_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
-    """FEM and sepFEM: paper mode (seed 004: ε₀²/2 per draw, ``ρ + 2√(ρ ln 1/δ)``), tight mode (ε₀²/8, optimal)."""
+    """FEM and sepFEM: paper mode and tight mode.
+
+    Paper mode as Vietri et al. 2020 (ε₀²/2 per draw, ``ρ + 2√(ρ ln 1/δ)``); tight mode ε₀²/8, optimal conversion.
+    """
     return mode_costs(events, delta, paper_analysis="zcdp")
 
 
 def mwem_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
-    """MWEM: paper mode (basic composition if all steps are pure, else seed 004's zCDP) and tight mode (best)."""
+    """MWEM: paper mode and tight mode (best).
+
+    Paper mode: basic composition if all steps are pure, else Vietri et al. 2020's zCDP.
+    """
     return mode_costs(events, delta, paper_analysis="basic_composition", pure_when_smaller=True)
 
 
 def combined_costs(events: list[PrivacyEvent], delta: float) -> dict[str, ComposedCost]:
     """Paper-mode and tight-mode costs of a mechanism's events together with a table fit's.
 
-    The mix of pure-ε, exponential-mechanism and zCDP events is composed in zCDP in both modes (seed 004's
+    The mix of pure-ε, exponential-mechanism and zCDP events is composed in zCDP in both modes (Vietri et al. 2020's
     analysis in paper mode, the tight conversion in tight mode; the tight cost is the smaller of that and the
     pure ε when every step is pure).
     """

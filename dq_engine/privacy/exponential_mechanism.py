@@ -1,10 +1,11 @@
 r"""The query player's exponential mechanism over a negation-closed query class (FEM, sepFEM, MWEM).
 
 Score of a positive query ``q_i`` against a synthetic distribution ``D̂``: the signed error
-``e_i = q_i(D) - q_i(D̂)``; its negation ``q̄_i`` scores ``-e_i`` (seed 004, eq. (1) and Algorithm 1:
+``e_i = q_i(D) - q_i(D̂)``; its negation ``q̄_i`` scores ``-e_i`` (Vietri, Tian, Bun, Steinke & Wu 2020, "New
+Oracle-Efficient Algorithms for Private Synthetic Data Release", eq. (1) and Algorithm 1:
 ``S_t(D, q) = q(D) - q(D̂^t)``). Under replace-one neighbours (``n`` public) every score moves by at most
 ``Δ = 1/n``, so drawing from ``P[q] ∝ exp(ε · S(q) / (2Δ)) = exp(ε n S(q) / 2)`` over the ``2N`` queries is
-ε-DP (McSherry & Talwar 2007) and ε²/8-zCDP (bounded range, Cesar & Rogers 2021); seed 004 charges it
+ε-DP (McSherry & Talwar 2007) and ε²/8-zCDP (bounded range, Cesar & Rogers 2021); Vietri et al. 2020 charges it
 ε²/2 (its Lemma 4). The privacy events are :class:`~dq_engine.privacy.accounting.ExponentialMechanismEvent`.
 
 MWEM (Hardt, Ligett & McSherry 2012) scores ``|q(D) - q(D̂)|`` over the positive queries; drawing from the

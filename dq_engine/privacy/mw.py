@@ -1,7 +1,8 @@
 r"""The query player's multiplicative-weights distribution over a negation-closed query class.
 
-Sign convention (used everywhere in dqrelease; it is the one of the markdown version of the DualQuery
-paper, file 001, Algorithm 2, and of seed 004, Algorithm 4):
+Sign convention (used everywhere in dqrelease; it is the one of the DualQuery paper, Gaboardi, Arias, Hsu, Roth & Wu
+2014, "Dual Query: Practical Private Query Release for High Dimensional Data", Algorithm 2, and of Vietri, Tian, Bun,
+Steinke & Wu 2020, "New Oracle-Efficient Algorithms for Private Synthetic Data Release", Algorithm 4):
 
 * payoff ``A(x, q) = q(D) - q(x)`` (paper eq. (1)); the query player maximises it, the data player
   minimises it, i.e. the best response **maximises** the weighted number of satisfied sampled queries;

@@ -10,8 +10,8 @@ noise gets **larger** (never smaller), which keeps the stated guarantee.
 * :func:`discrete_laplace`: ``P[Z = z] ∝ exp(-|z| / scale)`` on the integers. Adding it to an integer-valued
   query of L1 sensitivity ``Δ₁`` (counts) is ``Δ₁ / scale``-DP (pure ε).
 * :func:`discrete_gaussian`: ``P[Z = z] ∝ exp(-z² / (2σ²))`` on the integers. Adding it to an integer-valued
-  query of L2 sensitivity ``Δ₂`` (counts) is ``Δ₂² / (2σ²)``-zCDP (CKS 2020, Theorem 4), the same ρ as the
-  continuous Gaussian mechanism.
+  query of L2 sensitivity ``Δ₂`` (counts) is ``Δ₂² / (2σ²)``-zCDP (Canonne, Kamath & Steinke 2020, Theorem 4), the
+  same ρ as the continuous Gaussian mechanism.
 
 **Why not OpenDP's samplers.** OpenDP (a dependency) samples both distributions exactly too, but from its own
 operating-system-seeded generator, which no seed can reproduce. Seeded runs (tests, audited replays) must
@@ -103,7 +103,9 @@ def _uniform_below(bound: int, rng: np.random.Generator) -> int:
 
 
 def bernoulli_exp_minus(numerator: np.ndarray, denominator: int, rng: np.random.Generator) -> np.ndarray:
-    """Exact Bernoulli(``exp(-numerator/denominator)``) draws, one per element (CKS 2020, Algorithm 1).
+    """Exact Bernoulli(``exp(-numerator/denominator)``) draws, one per element.
+
+    Canonne, Kamath & Steinke 2020, Algorithm 1.
 
     ``exp(-γ) = exp(-1)^⌊γ⌋ · exp(-(γ - ⌊γ⌋))``: ``⌊γ⌋`` independent Bernoulli(``e^{-1}``) coins (stopping at
     the first failure) and one Bernoulli of the fractional part, all with integer arithmetic.
@@ -187,9 +189,9 @@ def discrete_laplace_scale(scale: float) -> Fraction:
 def discrete_laplace_noise(size: int, *, scale: float, rng: np.random.Generator) -> np.ndarray:
     r"""``size`` independent draws from the discrete Laplace distribution ``P[z] ∝ exp(-|z|/scale)``.
 
-    CKS 2020, Algorithm 2 with ``scale = t/s`` (:func:`discrete_laplace_scale`): ``U ~ uniform{0..t-1}``
-    accepted with probability ``exp(-U/t)``; ``V`` counts successes of ``e^{-1}`` coins; ``X = U + tV`` is
-    geometric with ratio ``e^{-1/t}``; ``Y = ⌊X/s⌋``; a fair sign, rejecting ``-0``.
+    Canonne, Kamath & Steinke 2020, Algorithm 2 with ``scale = t/s`` (:func:`discrete_laplace_scale`):
+    ``U ~ uniform{0..t-1}`` accepted with probability ``exp(-U/t)``; ``V`` counts successes of ``e^{-1}`` coins;
+    ``X = U + tV`` is geometric with ratio ``e^{-1/t}``; ``Y = ⌊X/s⌋``; a fair sign, rejecting ``-0``.
 
     Args:
         size: Number of draws.
@@ -270,7 +272,7 @@ def discrete_gaussian_variance(sigma: float) -> tuple[int, Fraction]:
 def discrete_gaussian_noise(size: int, *, sigma: float, rng: np.random.Generator) -> np.ndarray:
     r"""``size`` independent draws from the discrete Gaussian ``P[z] ∝ exp(-z²/(2σ'²))`` (``σ'² ≥ σ²``).
 
-    CKS 2020, Algorithm 3: ``Y ~`` discrete Laplace of scale ``t``, accepted with probability
+    Canonne, Kamath & Steinke 2020, Algorithm 3: ``Y ~`` discrete Laplace of scale ``t``, accepted with probability
     ``exp(-(|Y| - σ'²/t)² / (2σ'²))``. With ``σ'² = t a/c`` the exponent is the integer fraction
     ``(c|Y| - a)² / (2 t a c)``.
 

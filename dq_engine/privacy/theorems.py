@@ -1,5 +1,9 @@
 """The papers' privacy theorems, written out, and the event lists they correspond to.
 
+The papers: DualQuery, Gaboardi, Arias, Hsu, Roth & Wu 2014, "Dual Query: Practical Private Query Release for High
+Dimensional Data"; DQRS, Vietri, Tian, Bun, Steinke & Wu 2020, "New Oracle-Efficient Algorithms for Private
+Synthetic Data Release".
+
 Each closed form here is cross-checked in the tests against the generic accountant composing the events
 (:mod:`dq_engine.privacy.accounting`), and against the numbers printed in the papers.
 
@@ -37,7 +41,7 @@ def _check(eta: float, samples: int, rounds: int, n: int) -> None:
         raise ConfigError(f"n ({n}) must be >= 1")
 
 
-# ---------------------------------------------------------------------- DualQuery (files 000-002)
+# ---------------------------------------------------------------------- DualQuery (Gaboardi et al. 2014)
 def dualquery_round_epsilon(eta: float, t: int, n: int) -> float:
     """Per-draw ε'_t = 2η(t-1)/n of round ``t`` (proof of Theorem 4.2).
 
@@ -77,7 +81,7 @@ def dualquery_events(eta: float, samples: int, rounds: int, n: int) -> list[Priv
     ]
 
 
-# ---------------------------------------------------------------------- DQRS (seed 004, Algorithm 4)
+# ---------------------------------------------------------------------- DQRS (Vietri et al. 2020, Algorithm 4)
 def dqrs_gamma(t: int) -> float:
     """γ_t = 1 / (2 t^{2/3})."""
     return 1.0 / (2.0 * t ** (2.0 / 3.0))
@@ -113,7 +117,7 @@ def dqrs_topup_reserve(eta: float, samples: int, t: int, fraction: float) -> int
 def dqrs_events(
     eta: float, samples: int, rounds: int, n: int, *, topup_fraction: float = 0.0
 ) -> list[PrivacyEvent]:
-    """Privacy events of DQRS, following the proof of Theorem 17 of seed 004.
+    """Privacy events of DQRS, following the proof of Theorem 17 of Vietri et al. 2020.
 
     Round ``t < T`` builds ``S_{t+1}``:
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -226,13 +227,44 @@ def run(
                       highlight=False)
 
 
+PLAN_WIDTH = 120
+"""Widest line of ``dqrelease plan``: the terminal's width when narrower, else 120 (also in a pipe or a log)."""
+
+
+def _plan_console() -> Console:
+    """A console that wraps ``plan``'s text on word boundaries within :data:`PLAN_WIDTH` columns."""
+    probe = Console()
+    width = probe.width if probe.is_terminal or os.environ.get("COLUMNS") else PLAN_WIDTH
+    return Console(width=min(width, PLAN_WIDTH), soft_wrap=False, highlight=False)
+
+
+def _print_key_values(out: Console, rows: list[tuple[str, str]]) -> None:
+    """Print key / value rows without borders; long values wrap on word boundaries, lines carry no trailing blanks."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        table.add_row(Text(key), Text(value))
+    with out.capture() as captured:
+        out.print(table)
+    out.print(Text("\n".join(line.rstrip() for line in captured.get().splitlines())))
+
+
+def _shown_value(value: Any) -> str:
+    """A plan parameter as text: a group of keys as ``key = value`` pairs; floats to 6 significant digits."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key} = {_shown_value(item) if isinstance(item, float) else json.dumps(item)}"
+                         for key, item in value.items())
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
 @app.command()
 def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")]) -> None:
-    """Show the privacy cost and the mechanism parameters without touching the data."""
+    """Show the privacy cost, the mechanism parameters, the forecast and a time estimate without touching the data."""
     with _exit_codes():
         loaded, schema = _load(config)
         domain, workload, result = _plan_public(loaded, schema)
-    out = _stdout()
+    out = _plan_console()
     if result is None:
         from dqrelease.plan import mechanism_budget
 
@@ -241,25 +273,35 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
             f"release {loaded.name}: n is private (add/remove neighbours). The run first charges "
             f"a Laplace count (epsilon={loaded.privacy.n_epsilon}, delta={loaded.privacy.delta / 2:.3g}), then "
             f"plans {loaded.mechanism.name} within epsilon={epsilon}, delta={delta:.3g} using the count's "
-            "lower bound; the number of rounds and the utility forecast are known only after the count (a release "
-            "forecast to be no better than zeros or uniform is refused then, before its own charge, unless "
-            "--accept-low-utility).", markup=False, highlight=False,
+            "lower bound; the number of rounds, the utility forecast and the time estimate are known only after the "
+            "count (a release forecast to be no better than zeros or uniform is refused then, before its own charge, "
+            "unless --accept-low-utility).", markup=False,
         )
         return
-    out.print(f"release {loaded.name}: {domain.n_bits} binary attributes from {len(domain)} columns, "
-              f"workload {workload.description} ({len(workload):,} queries)", markup=False, highlight=False)
-    table = Table("parameter", "value")
-    for key, value in result.parameters.items():
-        table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
-    out.print(table)
+    from dqrelease.time_estimate import estimate_release_time
+
+    n = int(loaded.privacy.n)
+    out.print(f"release {loaded.name}: {domain.n_bits} binary attributes from {len(domain)} columns, n = {n:,} "
+              "(public)", markup=False)
+    _print_key_values(out, [("workload", f"{workload.description} ({len(workload):,} queries)")])
+    out.print()
+    out.print(f"mechanism {result.mechanism}: parameters", markup=False)
+    _print_key_values(out, [(key, _shown_value(value)) for key, value in result.parameters.items()])
+    out.print()
+    out.print("privacy cost", markup=False)
     costs = Table("accounting", "epsilon", "delta", "rho", "analysis")
+    costs.columns[-1].overflow = "fold"
     for mode, cost in result.costs.items():
         marker = " (charged)" if mode == result.mode else ""
         costs.add_row(mode + marker, f"{cost.epsilon:.5g}", f"{cost.delta:.3g}",
-                      "" if cost.rho is None else f"{cost.rho:.5g}", cost.method)
+                      "" if cost.rho is None else f"{cost.rho:.5g}", Text(cost.method))
     out.print(costs)
     for note in result.notes:
-        out.print(note, markup=False, highlight=False)
+        out.print(note, markup=False)
+    estimate = estimate_release_time(result, n=n, columns=len(domain), queries=len(workload))
+    out.print()
+    _print_key_values(out, [("time estimate", f"{estimate.shown()} for `dqrelease run` ({estimate.basis})")])
+    out.print()
     _print_forecast(out, loaded, result, workload)
 
 

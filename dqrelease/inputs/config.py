@@ -27,12 +27,14 @@ __all__ = [
     "ReleaseConfig",
     "RunConfig",
     "SourceConfig",
+    "SourceSection",
     "WorkloadConfig",
     "WorkloadPartConfig",
     "config_hash",
     "default_workload",
     "file_sha256",
     "load_config",
+    "load_source_section",
 ]
 
 
@@ -358,6 +360,39 @@ def load_config(path: Path) -> ReleaseConfig:
         ConfigInvalidError: On a missing file, invalid TOML or an invalid config (one line, with the key).
     """
     path = Path(path).resolve()
+    raw = _read_resolved(path)
+    try:
+        return ReleaseConfig.model_validate(raw, strict=STRICT)
+    except ValidationError as error:
+        raise ConfigInvalidError(format_validation_error(error, path, raw, ReleaseConfig)) from None
+
+
+class SourceSection(StrictModel):
+    """The two keys of a release config that ``dqrelease schema init`` reads: the schema file and ``[source]``."""
+
+    schema_file: Path = Field(description="The public schema file (see docs/schema.md).")
+    source: SourceConfig = Field(description="Where the raw table comes from: section [source].")
+
+
+def load_source_section(path: Path) -> SourceSection:
+    """Parse a release config's ``schema_file`` and ``[source]`` alone (the other sections may still be unwritten).
+
+    Paths are resolved as :func:`load_config` resolves them; the other keys are neither read nor checked.
+
+    Raises:
+        ConfigInvalidError: On a missing file, invalid TOML or an invalid ``schema_file`` / ``[source]``.
+    """
+    path = Path(path).resolve()
+    raw = _read_resolved(path)
+    section = {key: raw[key] for key in ("schema_file", "source") if key in raw}
+    try:
+        return SourceSection.model_validate(section, strict=STRICT)
+    except ValidationError as error:
+        raise ConfigInvalidError(format_validation_error(error, path, section, SourceSection)) from None
+
+
+def _read_resolved(path: Path) -> dict:
+    """The config file's TOML with its relative paths resolved against the file's directory."""
     raw = read_toml(path, what="config")
     base = path.parent
     if "schema_file" in raw:
@@ -372,10 +407,7 @@ def load_config(path: Path) -> ReleaseConfig:
         block = raw.get(section)
         if isinstance(block, dict) and key in block:
             block[key] = resolve_path(base, block[key])
-    try:
-        return ReleaseConfig.model_validate(raw, strict=STRICT)
-    except ValidationError as error:
-        raise ConfigInvalidError(format_validation_error(error, path, raw, ReleaseConfig)) from None
+    return raw
 
 
 def file_sha256(path: Path) -> str:

@@ -34,7 +34,7 @@ from dqrelease.inputs.schema import Schema
 from dqrelease.runtime.pause_points import pause_point
 from dqrelease.warehouse import materialize, query_rows, row_count, run_script, table_columns
 
-__all__ = ["BASKET_COLUMNS", "check_source_files", "ingest_source", "is_basket_table"]
+__all__ = ["BASKET_COLUMNS", "check_source_files", "ingest_source", "is_basket_table", "source_header"]
 
 BASKET_COLUMNS = ("row_id", "item")
 """Columns of the long basket table written for ``format = "transactions"``."""
@@ -215,15 +215,99 @@ def _check_unique_header(source: SourceConfig, schema: Schema) -> None:
 
 def _header_fields(path: Path, source: SourceConfig) -> list[str]:
     """The trimmed fields of the first non-comment line of a CSV file (empty if it cannot be read as text)."""
-    gzipped = source.gzip or path.suffix == ".gz"
     try:
-        with (gzip.open(path, "rt", encoding="utf-8-sig", newline="") if gzipped
-              else open(path, encoding="utf-8-sig", newline="")) as handle:
-            lines = (line for line in handle if not (source.comment and line.startswith(source.comment)))
-            first = next(csv.reader(lines, delimiter=source.delimiter), [])
-    except (OSError, UnicodeDecodeError, EOFError, csv.Error):
+        return _csv_header(path, source)
+    except _HEADER_ERRORS:
         return []
+
+
+_HEADER_ERRORS = (OSError, UnicodeDecodeError, EOFError, csv.Error)
+"""What reading a CSV header line can raise (a file that is not gzip, not UTF-8, or not CSV)."""
+
+
+def _csv_header(path: Path, source: SourceConfig) -> list[str]:
+    """The trimmed fields of the first non-comment line of a CSV file: the only line read.
+
+    Raises:
+        OSError, UnicodeDecodeError, EOFError, csv.Error: The line cannot be read (:data:`_HEADER_ERRORS`).
+    """
+    gzipped = source.gzip or path.suffix == ".gz"
+    with (gzip.open(path, "rt", encoding="utf-8-sig", newline="") if gzipped
+          else open(path, encoding="utf-8-sig", newline="")) as handle:
+        lines = (line for line in handle if not (source.comment and line.startswith(source.comment)))
+        first = next(csv.reader(lines, delimiter=source.delimiter), [])
     return [field.strip(" \t\r\n") for field in first]
+
+
+def source_header(source: SourceConfig) -> list[tuple[str, str | None]]:
+    """The source's column names, from its header only, each with its stored type where the format declares one.
+
+    What is read: the configured ``column_names`` (no file at all); else the header line of every CSV file (the
+    files' names in first-seen order, as ingestion matches them by name); the Parquet files' schemas (their footers);
+    a DuckDB table's catalog entry. No data row is read, so no value of the data can reach the result.
+
+    Returns:
+        ``(name, stored type)`` in source order; the type is None for CSV (text) and given names.
+
+    Raises:
+        ConfigInvalidError: A transactions source (it has no header), a header-less CSV without ``column_names``,
+            a missing file or table, or a header that cannot be read (the message never quotes the file).
+    """
+    if source.format == "transactions":
+        raise ConfigInvalidError(
+            "source format 'transactions' has no header: declare one binary column per item id of the public item "
+            "universe (docs/schema.md, 'type = \"binary\"')"
+        )
+    if source.column_names:
+        return [(name, None) for name in source.column_names]
+    if source.format == "csv" and not source.header:
+        raise ConfigInvalidError(
+            "source.header = false and no source.column_names: the files' first line is data, not names; give "
+            "source.column_names from the table's documentation"
+        )
+    check_source_files(source)
+    if source.format == "csv":
+        names: dict[str, None] = {}
+        for pattern in source.paths:
+            text = str(pattern)
+            for name in sorted(glob.glob(text)) if glob.has_magic(text) else [text]:
+                try:
+                    names.update(dict.fromkeys(_checked_header(Path(name), source)))
+                except _HEADER_ERRORS as error:
+                    raise ConfigInvalidError(
+                        f"the header line of source file {Path(name).name} could not be read ({type(error).__name__}); "
+                        "check source.delimiter, source.comment and source.gzip, and that the file is UTF-8 text"
+                    ) from None
+        return [(name, None) for name in names]
+    con = duckdb.connect()
+    try:
+        _read_source(con, f"source_{source.format}", _source_variables(source), source)
+        return [(name, kind) for name, kind in table_columns(con, _SOURCE_VIEW)]
+    finally:
+        run_script(con, "source_cleanup")
+        con.close()
+
+
+def _checked_header(path: Path, source: SourceConfig) -> list[str]:
+    """A CSV file's header fields; refused when a name is blank or repeated (ingestion could not match it)."""
+    fields = _csv_header(path, source)
+    if not fields:
+        raise ConfigInvalidError(
+            f"source file {path.name} has no header line (it is empty, or every line is a comment); export the "
+            "table again or remove the file from source.paths"
+        )
+    if any(not field for field in fields):
+        raise ConfigInvalidError(
+            f"the header of source file {path.name} has a blank column name; name every column in the file's header "
+            "or give source.column_names"
+        )
+    repeated = sorted({field for field in fields if fields.count(field) > 1})
+    if repeated:
+        raise ConfigInvalidError(
+            f"the header of source file {path.name} names column {_names(repeated)} more than once; rename the "
+            "duplicate column in the file or give source.column_names"
+        )
+    return fields
 
 
 def _read_source(con: duckdb.DuckDBPyConnection, model: str, variables: dict[str, Any], source: SourceConfig) -> None:

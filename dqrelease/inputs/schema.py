@@ -21,6 +21,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from dqrelease.errors import ConfigInvalidError
 from dqrelease.inputs.columns import ColumnSchema
 from dqrelease.inputs.rules import RuleSchema, constraints_from_rules
+from dqrelease.inputs.schema_scaffold import FILL_DOCS, unfilled_columns
 from dqrelease.inputs.toml_input import STRICT, StrictModel, format_validation_error, read_toml
 
 if TYPE_CHECKING:
@@ -72,14 +73,29 @@ class Schema(StrictModel):
         return [c.name for c in self.columns]
 
 
+_UNFILLED_SHOWN = 10
+"""Columns with an empty list named in the refusal of an unfilled schema (the rest are counted)."""
+
+
 def load_schema(path: Path) -> Schema:
     """Parse and validate a schema file.
+
+    A skeleton of ``dqrelease schema init`` is refused while a column's ``values`` or ``edges`` is empty.
 
     Raises:
         ConfigInvalidError: On a missing file, invalid TOML or an invalid schema (one line, with the key).
     """
     path = Path(path)
     raw = read_toml(path, what="schema")
+    unfilled = unfilled_columns(raw)
+    if unfilled:
+        shown = ", ".join(repr(name) for name in unfilled[:_UNFILLED_SHOWN])
+        more = f" and {len(unfilled) - _UNFILLED_SHOWN} more" if len(unfilled) > _UNFILLED_SHOWN else ""
+        which = f"column {shown} still has an" if len(unfilled) == 1 else f"columns {shown}{more} still have an"
+        raise ConfigInvalidError(
+            f"{path}: {which} empty value list or edge list; fill them with the public value sets or bucket edges "
+            f"of a codebook, never from the data ({FILL_DOCS})"
+        )
     try:
         return Schema.model_validate(raw, strict=STRICT)
     except ValidationError as error:

@@ -1,9 +1,11 @@
 """DualQuery and DQRS in the pipeline: keys, plan rule (T calibrated to the target) and run.
 
-* ``dualquery`` -- DualQuery (seed 000, Algorithm 2): multiplicative weights over the workload's queries, one
-  CP-SAT best-response record per round; privacy by Theorems 4.2/4.3 (paper mode) or zCDP (tight mode).
-* ``dqrs`` -- DualQuery with rejection sampling (seed 004, Algorithm 4, Theorem 17): samples of earlier
-  rounds are reused by rejection sampling.
+* ``dualquery`` -- DualQuery (Gaboardi, Arias, Hsu, Roth & Wu 2014, "Dual Query: Practical Private Query Release for
+  High Dimensional Data", Algorithm 2): multiplicative weights over the workload's queries, one CP-SAT best-response
+  record per round; privacy by Theorems 4.2/4.3 (paper mode) or zCDP (tight mode).
+* ``dqrs`` -- DualQuery with rejection sampling (Vietri, Tian, Bun, Steinke & Wu 2020, "New Oracle-Efficient
+  Algorithms for Private Synthetic Data Release", Algorithm 4, Theorem 17): samples of earlier rounds are reused by
+  rejection sampling.
 
 ``T`` is the largest number of rounds whose cost in the config's accounting mode is within the mechanism's
 target (:func:`dq_engine.privacy.calibration.calibrate_rounds`), unless ``rounds`` is given (then it is checked).
@@ -15,6 +17,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from dq_engine.privacy.accounting import PAPER_ZCDP
 from dqrelease.mechanisms.base import (
     Mechanism,
     MechanismKeys,
@@ -30,7 +33,7 @@ from dqrelease.mechanisms.fit import FitKeys
 __all__ = ["DEFAULT_ETA", "DEFAULT_SAMPLES", "DQRS", "DUALQUERY", "MIN_ROUNDS", "DQRSKeys", "DualQueryKeys"]
 
 DEFAULT_ETA = 1.0
-"""η when none is given (the shipped examples' value; seed 000 uses 0.4-2.0)."""
+"""η when none is given (the shipped examples' value; Gaboardi et al. 2014 use 0.4-2.0)."""
 DEFAULT_SAMPLES = (300, 200, 100, 50, 20)
 """s when none is given: the first that leaves at least :data:`MIN_ROUNDS` rounds within the budget."""
 MIN_ROUNDS = 10
@@ -169,7 +172,7 @@ def _plan(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs) -> ReleasePlan:
             name, epsilon=public.epsilon, delta=public.delta, eta=keys.eta, samples=samples, n=public.n,
             mode=mode, topup_fraction=topup, free_epsilon=keys.free_epsilon, free_rho=keys.free_rho,
         )
-        notes.append(f"T = {rounds} is the largest number of rounds within epsilon = {public.epsilon:.4g}")
+        notes.append(f"T = {rounds} is the largest number of rounds within {name}'s own epsilon = {public.epsilon:.4g}")
     shared = {
         "eta": keys.eta, "samples": samples, "rounds": rounds, "delta": public.delta,
         "free_policy": keys.free_policy, "free_epsilon": keys.free_epsilon, "free_noise": keys.free_noise,
@@ -200,12 +203,15 @@ def _run(plan: ReleasePlan, inputs: RunInputs):
 DUALQUERY = Mechanism(
     name="dualquery",
     summary="MW over the queries, one CP-SAT best-response record per round",
-    reference="DualQuery (seed 000, Algorithm 2; Theorems 4.2/4.3)",
+    reference=(
+        "DualQuery (Gaboardi et al. 2014, Dual Query: Practical Private Query Release for High Dimensional Data; "
+        "Algorithm 2, Theorems 4.2/4.3)"
+    ),
     keys=DualQueryKeys, plan=_plan, run=_run, needs_public_n=False, has_oracle=True, enforces_constraints=True,
 )
 DQRS = Mechanism(
     name="dqrs",
     summary="DualQuery with rejection sampling: reuses samples across rounds",
-    reference="DQRS (seed 004, Algorithm 4; Theorem 17)",
+    reference=f"DQRS ({PAPER_ZCDP}; Algorithm 4, Theorem 17)",
     keys=DQRSKeys, plan=_plan, run=_run, needs_public_n=False, has_oracle=True, enforces_constraints=True,
 )

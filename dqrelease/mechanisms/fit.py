@@ -60,8 +60,9 @@ class FitKeys(BaseModel):
 def _target_rho(inputs: PlanInputs) -> float:
     """The largest ρ whose (ε, δ) conversion in the config's accounting mode is within the target.
 
-    Tight mode: the optimal conversion (:func:`dq_engine.privacy.public.largest_rho`); paper mode: seed 004's
-    ``ε = ρ + 2√(ρ ln(1/δ))``, i.e. ``ρ = (√(ln(1/δ) + ε) - √ln(1/δ))²``.
+    Tight mode: the optimal conversion (:func:`dq_engine.privacy.public.largest_rho`); paper mode: the conversion
+    ``ε = ρ + 2√(ρ ln(1/δ))`` of Vietri, Tian, Bun, Steinke & Wu 2020, "New Oracle-Efficient Algorithms for Private
+    Synthetic Data Release", i.e. ``ρ = (√(ln(1/δ) + ε) - √ln(1/δ))²``.
     """
     from dq_engine.privacy.accounting import zcdp_from_approx_dp_simple
     from dq_engine.privacy.public import largest_rho
@@ -80,7 +81,7 @@ def _fit_config(fit: FitKeys, inputs: PlanInputs) -> Any:
     rho_fit = fit.share * _target_rho(inputs)
     if inputs.mode == "tight":
         epsilon_fit = approx_dp_from_zcdp(rho_fit, public.delta)
-    else:  # seed 004's conversion, the one paper mode composes with
+    else:  # Vietri et al. 2020's conversion, the one paper mode composes with
         epsilon_fit = rho_fit + 2.0 * math.sqrt(rho_fit * math.log(1.0 / public.delta))
     return mwem_particles_config(
         dataclasses.replace(public, epsilon=epsilon_fit), mode=inputs.mode, rounds=fit.rounds,
@@ -116,7 +117,7 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
 
     # the mechanism's own target: too small (its rule refuses), feasible, too large (with the fit over the
     # target), in that order as it grows; bisection keeps the largest feasible one
-    low, high, best = 0.0, public.epsilon, None
+    low, high, best, own_epsilon = 0.0, public.epsilon, None, 0.0
     for _ in range(_BISECTION_STEPS):
         middle = 0.5 * (low + high)
         found = attempt(middle)
@@ -125,17 +126,20 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
         else:
             low = middle
             if not isinstance(found, str):
-                best = found
+                best, own_epsilon = found, middle
     if best is None:
         raise AccountingError(
             f"no {keys.name} run fits next to the table fit within epsilon = {public.epsilon:.4g} ({mode} "
             "accounting); raise privacy.epsilon, lower mechanism.fit.share, or set mechanism.fit.enabled = false"
         )
     events = (*best.events, *extra)
+    costs = combined_costs(list(events), public.delta)
     note = (
-        f"table fit: {keys.fit.share:.0%} of rho for MWEM on {fit.support_size:,} particles "
-        f"({keys.fit.seed_fraction:.0%} seeded with the {keys.name} records), {fit.rounds} rounds; the rows are "
-        f"sampled from the fitted particles"
+        f"budget split: the table fit takes {keys.fit.share:.0%} of rho for MWEM on {fit.support_size:,} particles "
+        f"({keys.fit.seed_fraction:.0%} seeded with the {keys.name} records), {fit.rounds} rounds, and the rows are "
+        f"sampled from the fitted particles; {keys.name} gets the rest, epsilon = {own_epsilon:.4g} on its own. "
+        f"Composed in zCDP the two cost epsilon = {costs[mode].epsilon:.4g} within the target epsilon = "
+        f"{public.epsilon:.4g} ({mode} accounting): the epsilons of composed steps do not add up"
     )
     parameters = {**best.parameters, "fit": {
         "share": keys.fit.share, "seed_fraction": fit.seed_fraction, "particles": fit.support_size,
@@ -143,7 +147,7 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
         "prior_rho": fit.support_budget,
     }}
     return dataclasses.replace(
-        best, parameters=parameters, events=events, costs=combined_costs(list(events), public.delta),
+        best, parameters=parameters, events=events, costs=costs,
         progress_rounds=best.progress_rounds + fit.rounds, notes=[*best.notes, note], fit=fit,
     )
 

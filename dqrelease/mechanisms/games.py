@@ -1,4 +1,7 @@
-"""FEM and sepFEM in the pipeline (seed 004, Algorithms 1-3): keys, plan rule and run.
+"""FEM and sepFEM in the pipeline: keys, plan rule and run.
+
+Vietri, Tian, Bun, Steinke & Wu 2020, "New Oracle-Efficient Algorithms for Private Synthetic Data Release",
+Algorithms 1-3.
 
 Both play the primal game: each round selects a query with the exponential mechanism (ε₀ per selection) and
 the data player answers with follow-the-perturbed-leader records from the CP-SAT oracle; the release is the
@@ -12,6 +15,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from dq_engine.privacy.accounting import PAPER_ZCDP
 from dqrelease.mechanisms.base import (
     Mechanism,
     MechanismKeys,
@@ -143,12 +147,12 @@ FEM = Mechanism(
         "exponential-mechanism query selection, follow-the-perturbed-leader records; publishes the union of the "
         "per-round samples"
     ),
-    reference="FEM (seed 004, Algorithms 1-2)",
+    reference=f"FEM ({PAPER_ZCDP}; Algorithms 1-2)",
     keys=FEMKeys, plan=_plan, run=_run, has_oracle=True, enforces_constraints=True,
 )
 SEPFEM = Mechanism(
     name="sepfem",
     summary="FEM with Laplace-weighted separator queries as the perturbation",
-    reference="sepFEM (seed 004, Algorithm 3)",
+    reference=f"sepFEM ({PAPER_ZCDP}; Algorithm 3)",
     keys=SepFEMKeys, plan=_plan, run=_run, has_oracle=True, enforces_constraints=True,
 )

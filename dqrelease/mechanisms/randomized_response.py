@@ -1,7 +1,9 @@
-"""Randomized response (mechanism E of seed 003) in the pipeline: keys, plan rule and run.
+"""Randomized response in the pipeline: keys, plan rule and run.
+
+Mechanism E of the paper "minimax distortion of query-set-independent mechanisms".
 
 Every record is kept or replaced by a uniform record of the domain; the ``n`` randomized records are
-published and the error report answers with seed 003's unbiased estimator. Refused at plan time where its
+published and the error report answers with the paper's unbiased estimator. Refused at plan time where its
 estimates would be noise (:data:`RR_MAX_ESTIMATE_SD`) or its keep probability cannot be computed.
 
 It cannot keep the schema's public rules (``enforces_constraints = False``): a replaced record is uniform over
@@ -98,6 +100,6 @@ RANDOMIZED_RESPONSE = Mechanism(
         "every record kept or replaced by a uniform record; publishes the n randomized records, and the error "
         "report answers with the unbiased estimator; refused at plan time when that estimator would be noise"
     ),
-    reference="mechanism E (seed 003)",
+    reference="mechanism E of the paper \"minimax distortion of query-set-independent mechanisms\"",
     keys=RandomizedResponseKeys, plan=_plan, run=_run, enforces_constraints=False,
 )

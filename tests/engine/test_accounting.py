@@ -1,4 +1,4 @@
-"""Privacy accounting reproduces the papers' numbers (DualQuery Theorems 4.2/4.3, seed 004 zCDP analysis).
+"""Privacy accounting reproduces the papers' numbers (DualQuery Theorems 4.2/4.3, Vietri et al. 2020's zCDP analysis).
 
 Tolerances match the digits the papers (and the brief) print: 1.0035 -> 5e-5, 2.006 -> 5e-4, etc.
 """
@@ -47,7 +47,10 @@ KDD_N, KDD_ETA, KDD_T, KDD_S, KDD_DELTA = 494_021, 1.2, 170, 1750, 1e-3
 
 # ---------------------------------------------------------------------- independent Canonne-Kamath-Steinke
 def _cks_log_delta(rho: float, epsilon: float, alpha: float) -> float:
-    """log of exp((a-1)(a rho - eps)) / (a-1) * (1 - 1/a)^a  (CKS 2020, Corollary 13, one alpha)."""
+    """log of exp((a-1)(a rho - eps)) / (a-1) * (1 - 1/a)^a, for one alpha.
+
+    Canonne, Kamath & Steinke 2020, "The Discrete Gaussian for Differential Privacy", Corollary 13.
+    """
     return (alpha - 1) * (alpha * rho - epsilon) - math.log(alpha - 1) + alpha * math.log1p(-1 / alpha)
 
 

@@ -1,4 +1,4 @@
-"""DQRS privacy events checked by hand (seed 004, proof of Theorem 17, Lemmas 18-19).
+"""DQRS privacy events checked by hand (Vietri et al. 2020, proof of Theorem 17, Lemmas 18-19).
 
 Setting: eta = 0.05, s = 4, T = 3, n = 100, top-up fraction f = 0.25. Rounds t = 1, 2 build S_2, S_3; round
 T = 3 builds nothing (S_4 is never used). Fresh draws of round t come from Q^{t+1} and are charged 2 eta t / n

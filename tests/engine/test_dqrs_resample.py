@@ -1,4 +1,4 @@
-"""DQRS rejection sampling produces samples of Q^{t+1} (seed 004, Algorithm 4, Lemmas 20-21).
+"""DQRS rejection sampling produces samples of Q^{t+1} (Vietri et al. 2020, Algorithm 4, Lemmas 20-21).
 
 A small query class: N = 4 positive queries (8 signed queries) with non-trivial log-weights (Q^t) and payoffs.
 Each repetition draws S_t fresh from Q^t, builds Q^{t+1}, and calls ``resample``; the signed outputs of all

@@ -54,7 +54,7 @@ def test_mwem_on_a_sampled_support_beats_zeros_and_uniform(adult_slice):
 
 
 def test_mwem_is_more_accurate_than_dualquery_on_a_17_attribute_adult(mcsherry_adult_17):
-    """Seed 000/001, "Comparison with MWEM": on a low-dimensional Adult MWEM beats DualQuery.
+    """Gaboardi et al. 2014, "Comparison with MWEM": on a low-dimensional Adult MWEM beats DualQuery.
 
     Both run under the same pure ε: DualQuery with the paper's η = 0.4, s = 35 and T = 46 (Theorem 4.2
     gives ε = ηT(T-1)s/n = 0.96), MWEM with the paper's T = 15 and the HLM split ε/2T per step. The

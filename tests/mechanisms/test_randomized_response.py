@@ -1,4 +1,7 @@
-"""Mechanism E (seed 003): the row distribution, the estimators, the universe limit."""
+"""Randomized response: the row distribution, the estimators, the universe limit.
+
+Mechanism E of the paper "minimax distortion of query-set-independent mechanisms".
+"""
 
 from __future__ import annotations
 
