@@ -36,6 +36,7 @@ from dq_engine.privacy.grant import PrivacyGrant
 from dqrelease.errors import ReplayRefusedError, UnchargedRunError
 from dqrelease.inputs.config import ReleaseConfig, config_hash
 from dqrelease.ledger import Charge, Ledger
+from dqrelease.ledger.records import float_at_least
 from dqrelease.mechanisms import ReleasePlan
 from dqrelease.mechanisms.base import GRANT_ISSUER, MechanismGrant
 from dqrelease.outputs.manifest import plan_fingerprint
@@ -209,18 +210,12 @@ def _issue(
 ) -> MechanismGrant:
     """The grant of ``plan``, its engine budget the charge's exact amounts (the plan's own cost for a replay)."""
     cost = plan.charged
-    epsilon = _float_at_least(charge.epsilon) if charge is not None else cost.epsilon
-    delta = _float_at_least(charge.delta) if charge is not None else cost.delta
+    epsilon = float_at_least(charge.epsilon) if charge is not None else cost.epsilon
+    delta = float_at_least(charge.delta) if charge is not None else cost.delta
     privacy = PrivacyGrant(epsilon=epsilon, delta=delta, mode=plan.mode, purpose=f"{basis} {reference}")
     return MechanismGrant(
         plan=plan, run_id=run_id, basis=basis, reference=reference, privacy=privacy, _issuer=GRANT_ISSUER
     )
-
-
-def _float_at_least(amount: Fraction) -> float:
-    """The smallest float not below an exact ledger amount (``float()`` rounds to nearest, possibly below it)."""
-    value = float(amount)
-    return math.nextafter(value, math.inf) if Fraction(value) < amount else value
 
 
 def granted_plan(grant: MechanismGrant) -> ReleasePlan:
