@@ -40,8 +40,10 @@ from dqrelease.outputs import manifest as manifests
 __all__ = [
     "ManifestRecord",
     "ReplayTarget",
+    "changed_keys",
     "check_inputs_unchanged",
     "check_published",
+    "check_recorded_charges",
     "compare_outputs",
     "prepare_replay",
     "read_manifest",
@@ -82,6 +84,7 @@ class ManifestRecord(BaseModel):
     seeded: bool
     input_sha256: dict[str, str] | None = None
     seed_file: str | None = None
+    ledger_charges: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,6 +198,8 @@ def check_published(record: ManifestRecord, *, release_dir: Path | None = None) 
             problems.append("release.json is of another run")
         elif public_record.get("outputs") != recorded:
             problems.append("release.json lists other output hashes than the audit manifest")
+        elif public_record.get("seeded", record.seeded) != record.seeded:
+            problems.append("release.json and the audit manifest disagree on whether the release was seeded")
     if problems:
         raise VerificationError(f"published release {release_dir} does not match its manifest: {'; '.join(problems)}")
     return list(record.outputs)
@@ -231,7 +236,9 @@ def prepare_replay(manifest_path: Path) -> ReplayTarget:
 
     differences = []
     if config_hash(config) != record.config_sha256:
-        differences.append(f"config {record.config_path} differs from the released one (config hash)")
+        changed = changed_keys(record.config, json.loads(config.model_dump_json(exclude={"run": {"seed"}})))
+        named = f"changed: {', '.join(changed)}" if changed else "config hash"
+        differences.append(f"config {record.config_path} differs from the released one ({named})")
     if config.run.seed_mode != "seeded" or config.run.seed != seed:
         differences.append("run.seed of the config differs from the release's seed file")
     if file_sha256(config.schema_file) != record.schema_sha256:
@@ -258,6 +265,75 @@ def prepare_replay(manifest_path: Path) -> ReplayTarget:
         recorded_plan=record.privacy, input_sha256=dict(record.input_sha256),
         outputs={fmt: output.model_dump() for fmt, output in record.outputs.items()}, _issuer=_ISSUER,
     )
+
+
+def changed_keys(recorded: Any, current: Any, prefix: str = "") -> list[str]:
+    """The dotted config keys whose values differ between the manifest's config and the current one.
+
+    Both are the config's public JSON (the manifest stores it, without ``run.seed``); a list of tables is compared
+    item by item (``workload.parts[2].count``), a key present on one side only is named too.
+    """
+    if isinstance(recorded, dict) and isinstance(current, dict):
+        keys = list(dict.fromkeys([*recorded, *current]))
+        return [changed for key in keys for changed in changed_keys(
+            recorded.get(key, _ABSENT), current.get(key, _ABSENT), f"{prefix}.{key}" if prefix else str(key)
+        )]
+    both_tables = isinstance(recorded, list) and isinstance(current, list) and len(recorded) == len(current) \
+        and all(isinstance(item, dict) for item in [*recorded, *current])
+    if both_tables:
+        return [changed for index, (old, new) in enumerate(zip(recorded, current, strict=True))
+                for changed in changed_keys(old, new, f"{prefix}[{index + 1}]")]
+    return [] if recorded == current else [prefix or "(the whole config)"]
+
+
+_ABSENT = object()
+"""A key missing on one side of :func:`changed_keys`."""
+
+
+def check_recorded_charges(record: ManifestRecord) -> list[str]:
+    """Check that the ledger holds the charges the manifest says paid for the release (its provenance).
+
+    Reads the ledger named by the manifest's config (``ledger.path``) and compares each recorded charge (dataset,
+    sequence number, run id, mechanism, accounting mode, config hash and exact amounts) with the ledger's.
+
+    Returns:
+        The charges found, as ``dataset#seq``.
+
+    Raises:
+        VerificationError: The manifest records no charge, the ledger file is missing, or a charge is missing or
+            differs (exit 5).
+    """
+    from dqrelease.ledger import Ledger
+
+    recorded = record.ledger_charges or []
+    ledger = record.config.get("ledger", {}) if isinstance(record.config, dict) else {}
+    path = ledger.get("path") if isinstance(ledger, dict) else None
+    if not recorded or not isinstance(path, str):
+        raise VerificationError(
+            f"the manifest of run {record.run_id} records no ledger charge: nothing shows the release was paid for"
+        )
+    if not Path(path).is_file():
+        raise VerificationError(
+            f"ledger {path} (the manifest's ledger.path) not found, so the charges that paid for run "
+            f"{record.run_id} cannot be checked; restore the ledger at that path"
+        )
+    keys = ("dataset_id", "seq", "run_id", "mechanism", "accounting_mode", "config_hash", "exact")
+    held = {(charge.dataset_id, charge.seq): charge.as_dict() for budget in Ledger(path).budgets()
+            for charge in budget.charges}
+    found, problems = [], []
+    for charge in recorded:
+        name = f"{charge.get('dataset_id')}#{charge.get('seq')}"
+        actual = held.get((charge.get("dataset_id"), charge.get("seq")))
+        if actual is None:
+            problems.append(f"charge {name} is not in the ledger")
+        elif any(actual.get(key) != charge.get(key) for key in keys):
+            problems.append(f"charge {name} differs from the ledger's")
+        else:
+            found.append(name)
+    if problems:
+        raise VerificationError(f"ledger {path} does not hold the charges of run {record.run_id} as the manifest "
+                                f"records them: {'; '.join(problems)}")
+    return found
 
 
 def check_inputs_unchanged(target: ReplayTarget) -> None:
