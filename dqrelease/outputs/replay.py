@@ -7,7 +7,8 @@ schema, code and seed reproduce the same output, so the comparison's answer is k
 :func:`prepare_replay` therefore refuses (:class:`~dqrelease.errors.ReplayRefusedError`, exit code 6) unless
 
 * the manifest is an audit manifest (``internal/<run_id>/manifest.json``) of a **seeded** release (an unseeded
-  one gets :class:`~dqrelease.errors.NothingToVerifyError`, exit code 7) and its seed file is readable;
+  one gets :class:`~dqrelease.errors.NothingToVerifyError`, exit code 7; ``verify`` checks such a release with
+  :func:`check_published` and :func:`check_recorded_charges` instead) and its seed file is readable;
 * the config file at the recorded path has the recorded config hash, and its ``run.seed`` is the seed file's;
 * the schema file has the recorded hash;
 * every file the ingest would read (glob patterns expanded) has its recorded SHA-256, and no file was added;
@@ -217,9 +218,10 @@ def prepare_replay(manifest_path: Path) -> ReplayTarget:
     record = read_manifest(manifest_path)
     if not record.seeded:
         raise NothingToVerifyError(
-            f"nothing to verify: release {record.release} (run {record.run_id}) was unseeded "
+            f"nothing to replay: release {record.release} (run {record.run_id}) was unseeded "
             "(run.seed_mode = 'secure'): its randomness was never recorded, by design, so it cannot be replayed; "
-            "only releases run with seed_mode = 'seeded' (tests and audits) can be verified"
+            "`dqrelease verify` checks its files and ledger charges, and a byte-for-byte replay needs a release run "
+            "with seed_mode = 'seeded' (tests and audits)"
         )
     if record.code_sha256 is None or record.input_sha256 is None or not record.input_sha256:
         missing = "code hash" if record.code_sha256 is None else "input file hashes"
