@@ -115,14 +115,20 @@ def budget_show(
         path = _ledger_path(ledger, config)
         if not path.is_file():  # showing never creates a ledger
             _missing_ledger(path, from_config=ledger is None)
-        budgets = Ledger(path).budgets(dataset)
+        store = Ledger(path)
+        budgets = store.budgets(dataset)
     if as_json:
         typer.echo(json.dumps([budget.as_dict() for budget in budgets], indent=2, default=str))
         return
     out = _stdout()
     if not budgets:
         which = f"dataset {dataset!r}" if dataset is not None else "any dataset"
-        out.print(f"ledger {path} has no cap or charge for {which}", markup=False, highlight=False)
+        hint = ""
+        if dataset is not None:
+            from dqrelease.inputs.toml_input import did_you_mean
+
+            hint = did_you_mean(dataset, [budget.dataset_id for budget in store.budgets()])
+        out.print(f"ledger {path} has no cap or charge for {which}{hint}", markup=False, highlight=False)
         return
     if ledger is None:  # the path came from the config or the default: say which file this is
         out.print(f"ledger {path}", markup=False, highlight=False)

@@ -178,8 +178,9 @@ def run(
         bool,
         typer.Option(
             "--accept-low-utility",
-            help="Publish even when the utility forecast is no better than publishing zeros or uniform data "
-            "(`dqrelease plan` shows it; without this flag such a release is refused before anything is read).",
+            help="Publish even when the utility forecast misses the config's [accuracy] targets or is no better than "
+            "publishing zeros or uniform data (`dqrelease plan` shows it; without this flag such a release is "
+            "refused before anything is read).",
         ),
     ] = False,
     seeded_test_or_audit: Annotated[

@@ -144,3 +144,9 @@ def test_set_cap_below_what_was_spent_is_refused_naming_spent_the_cap_and_the_fi
     assert Ledger(example_folder / DEFAULT_LEDGER).cap("uci-adult").epsilon == 10
     shown = CliRunner().invoke(app, ["budget", "show"])
     assert "-0." not in shown.output  # no negative remaining budget
+
+
+def test_budget_show_of_a_misspelt_dataset_suggests_the_known_one(example_folder: Path):
+    result = CliRunner().invoke(app, ["budget", "show", "uci-adlt"])
+    assert result.exit_code == ExitCode.OK, result.output
+    assert "has no cap or charge for dataset 'uci-adlt'; did you mean 'uci-adult'?" in result.output
