@@ -386,8 +386,8 @@ def verify(
 
 def _verified_unseeded(record: Any) -> None:
     """What ``verify`` checks of an unseeded release (its files and charges) and says it verified (exit 0)."""
+    from dqrelease.ledger.grants import check_recorded_charges
     from dqrelease.ledger.seeds import SEEDED_FLAG
-    from dqrelease.outputs.replay import check_recorded_charges
 
     charges = check_recorded_charges(record)
     out = _stdout()

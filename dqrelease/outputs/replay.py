@@ -8,7 +8,8 @@ schema, code and seed reproduce the same output, so the comparison's answer is k
 
 * the manifest is an audit manifest (``internal/<run_id>/manifest.json``) of a **seeded** release (an unseeded
   one gets :class:`~dqrelease.errors.NothingToVerifyError`, exit code 7; ``verify`` checks such a release with
-  :func:`check_published` and :func:`check_recorded_charges` instead) and its seed file is readable;
+  :func:`check_published` and :func:`dqrelease.ledger.grants.check_recorded_charges` instead) and its seed file is
+  readable;
 * the config file at the recorded path has the recorded config hash, and its ``run.seed`` is the seed file's;
 * the schema file has the recorded hash;
 * every file the ingest would read (glob patterns expanded) has its recorded SHA-256, and no file was added;
@@ -44,7 +45,6 @@ __all__ = [
     "changed_keys",
     "check_inputs_unchanged",
     "check_published",
-    "check_recorded_charges",
     "compare_outputs",
     "prepare_replay",
     "read_manifest",
@@ -290,52 +290,6 @@ def changed_keys(recorded: Any, current: Any, prefix: str = "") -> list[str]:
 
 _ABSENT = object()
 """A key missing on one side of :func:`changed_keys`."""
-
-
-def check_recorded_charges(record: ManifestRecord) -> list[str]:
-    """Check that the ledger holds the charges the manifest says paid for the release (its provenance).
-
-    Reads the ledger named by the manifest's config (``ledger.path``) and compares each recorded charge (dataset,
-    sequence number, run id, mechanism, accounting mode, config hash and exact amounts) with the ledger's.
-
-    Returns:
-        The charges found, as ``dataset#seq``.
-
-    Raises:
-        VerificationError: The manifest records no charge, the ledger file is missing, or a charge is missing or
-            differs (exit 5).
-    """
-    from dqrelease.ledger import Ledger
-
-    recorded = record.ledger_charges or []
-    ledger = record.config.get("ledger", {}) if isinstance(record.config, dict) else {}
-    path = ledger.get("path") if isinstance(ledger, dict) else None
-    if not recorded or not isinstance(path, str):
-        raise VerificationError(
-            f"the manifest of run {record.run_id} records no ledger charge: nothing shows the release was paid for"
-        )
-    if not Path(path).is_file():
-        raise VerificationError(
-            f"ledger {path} (the manifest's ledger.path) not found, so the charges that paid for run "
-            f"{record.run_id} cannot be checked; restore the ledger at that path"
-        )
-    keys = ("dataset_id", "seq", "run_id", "mechanism", "accounting_mode", "config_hash", "exact")
-    held = {(charge.dataset_id, charge.seq): charge.as_dict() for budget in Ledger(path).budgets()
-            for charge in budget.charges}
-    found, problems = [], []
-    for charge in recorded:
-        name = f"{charge.get('dataset_id')}#{charge.get('seq')}"
-        actual = held.get((charge.get("dataset_id"), charge.get("seq")))
-        if actual is None:
-            problems.append(f"charge {name} is not in the ledger")
-        elif any(actual.get(key) != charge.get(key) for key in keys):
-            problems.append(f"charge {name} differs from the ledger's")
-        else:
-            found.append(name)
-    if problems:
-        raise VerificationError(f"ledger {path} does not hold the charges of run {record.run_id} as the manifest "
-                                f"records them: {'; '.join(problems)}")
-    return found
 
 
 def check_inputs_unchanged(target: ReplayTarget) -> None:
