@@ -5,7 +5,7 @@ Commands: ``run CONFIG``, ``plan CONFIG``, ``budget show`` / ``budget set-cap``,
 ``server start|status|stop`` (the local Prefect server runs reuse). Exit codes
 (see :class:`dqrelease.errors.ExitCode`): 0 success, 1 internal error,
 2 invalid config or schema, 3 validation failure, 4 budget refused, 5 verification mismatch, 6 replay refused,
-7 nothing to verify.
+7 nothing to replay (an unseeded release given to the Python API's replay).
 
 Output rules: an expected refusal is one line on stderr and its exit code (tracebacks and Prefect's run logs only
 with ``--debug``; the run logs are in the Prefect server in any case); printed paths are never wrapped.

@@ -17,11 +17,13 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
+import click
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer.core import TyperCommand, TyperGroup
 
 from dqrelease.errors import DEBUG_VARIABLE, ExitCode, ReleaseError, committed_charge
 
@@ -29,19 +31,74 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 success, 1 internal error, 2 invalid config or schema, 3 validation failure, 4 budget refused, "
     "5 verification mismatch (a published file or a replay's output differs from the manifest), 6 replay refused "
     "(config, schema, input files, code or package versions differ from the manifest; nothing was read), "
-    "7 nothing to verify (an unseeded release cannot be replayed)."
+    "7 nothing to replay (the Python API's replay_release of an unseeded release; verify checks its files instead)."
 )
+
+
+class HelpConventions(TyperCommand):
+    """A command whose help follows one convention (every command of the CLI is one: ``@app.command(cls=...)``).
+
+    * Names of values are upper case: an argument's or option's own name (``CONFIG``, ``MANIFEST``, ``--port
+      PORT``) unless it gives a ``metavar`` (``--ledger PATH``); no ``{CONFIG}``, ``config <path>`` or ``<int>``.
+    * The usage line is click's: ``dqrelease run [OPTIONS] CONFIG``, an optional argument in brackets.
+    * The command list shows the whole first sentence (:class:`FullShortHelp`).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if param.metavar is None and not getattr(param, "is_flag", False) and param.name is not None:
+                param.metavar = param.name.upper()
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        """The whole first sentence of the help (click would cut it at the terminal's width)."""
+        return super().get_short_help_str(limit=sys.maxsize)
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        """``[OPTIONS]``, then each argument's name (in brackets when optional)."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":  # typer's arguments are not click.Argument
+                pieces.append(param.metavar if param.required else f"[{param.metavar}]")
+        return pieces
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Arguments then options, each under its own heading, an argument by its name only (no value type)."""
+        sections: dict[str, list[tuple[str, str]]] = {"Arguments": [], "Options": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                sections["Arguments"].append((str(param.metavar), record[1]))
+            else:
+                sections["Options"].append(record)
+        for title, rows in sections.items():
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+class FullShortHelp(TyperGroup):
+    """A command group whose own line in its parent's command list is its whole first sentence."""
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        """The whole first sentence of the help (click would cut it at the terminal's width)."""
+        return super().get_short_help_str(limit=sys.maxsize)
+
+
 # rich_markup_mode=None: click's plain help, where a flag shows no "<bool>" value type
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Differentially private synthetic data releases.",
     epilog=EXIT_CODES_HELP, rich_markup_mode=None,
 )
 budget_app = typer.Typer(
-    no_args_is_help=True, help="Inspect and set privacy budgets in the ledger.", rich_markup_mode=None
+    no_args_is_help=True, help="Inspect and set privacy budgets in the ledger.", rich_markup_mode=None,
+    cls=FullShortHelp,
 )
 app.add_typer(budget_app, name="budget")
 server_app = typer.Typer(
-    no_args_is_help=True, rich_markup_mode=None,
+    no_args_is_help=True, rich_markup_mode=None, cls=FullShortHelp,
     help="The local Prefect server that runs reuse (started by the first run unless PREFECT_API_URL is set).",
 )
 app.add_typer(server_app, name="server")

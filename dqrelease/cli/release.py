@@ -22,6 +22,7 @@ from rich.text import Text
 
 from dqrelease.cli.app import (
     EXIT_CODES_HELP,
+    HelpConventions,
     _exit_codes,
     _load,
     _prefect_environment,
@@ -161,7 +162,7 @@ def _run_release(
         progress.clear_sink()
 
 
-@app.command()
+@app.command(cls=HelpConventions)
 def run(
     config: Annotated[Path, typer.Argument(metavar="CONFIG", help="Release config (TOML).")],
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
@@ -179,8 +180,9 @@ def run(
         bool,
         typer.Option(
             "--accept-low-utility",
-            help="Publish even when the utility forecast is no better than publishing zeros or uniform data "
-            "(`dqrelease plan` shows it; without this flag such a release is refused before anything is read).",
+            help="Publish even when the utility forecast misses the config's [accuracy] targets or is no better than "
+            "publishing zeros or uniform data (`dqrelease plan` shows it; without this flag such a release is "
+            "refused before anything is read).",
         ),
     ] = False,
     seeded_test_or_audit: Annotated[
@@ -258,7 +260,7 @@ def _shown_value(value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-@app.command()
+@app.command(cls=HelpConventions)
 def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")]) -> None:
     """Show the privacy cost, the mechanism parameters, the forecast and a time estimate without touching the data."""
     with _exit_codes():
@@ -370,25 +372,30 @@ def _print_targets(out: Console, loaded: Any, inputs: Any, forecast: Any, offset
 
 
 VERIFY_HELP = (
-    "Check a release against its audit manifest: the published files, then a replay that must reproduce them "
-    "byte for byte.\n\n"
-    "The replay re-runs a seeded release with its recorded seed. Before it reads any data it checks that the "
-    "config, schema, input files, code and package versions are the ones the manifest recorded, and that the "
-    "config's ledger holds the release's charge (run id, mechanism, accounting mode, config hash, cost), and "
-    "refuses otherwise (exit 6, naming what differs). It charges nothing, the noisy count included, and publishes "
-    "nothing. An unseeded release cannot be replayed (exit 7); a published file or a replayed output that differs "
+    "Check a release against its audit manifest: the published files, then its provenance or a byte-for-byte "
+    "replay.\n\n"
+    "An unseeded release (the default, run.seed_mode = 'secure') is verified by its hashes and provenance: the "
+    "published files and release.json match the manifest, and the ledger holds the charges the manifest records "
+    "(exit 0). A seeded release is also replayed with its recorded seed. Before it reads any data the replay "
+    "checks that the config, schema, input files, code and package versions are the ones the manifest recorded, and "
+    "that the config's ledger holds the release's charge (run id, mechanism, accounting mode, config hash, cost), "
+    "and refuses otherwise (exit 6, naming what differs, a changed config by its keys). It charges nothing, the "
+    "noisy count included, and publishes nothing. A published file, a charge or a replayed output that differs "
     "from the manifest is exit 5."
 )
 
 
-@app.command(help=VERIFY_HELP, epilog=EXIT_CODES_HELP)
+@app.command(cls=HelpConventions, help=VERIFY_HELP, epilog=EXIT_CODES_HELP)
 def verify(
     manifest: Annotated[Path, typer.Argument(help="internal/<run_id>/manifest.json of the release.")],
     release: Annotated[
-        Path | None, typer.Option(help="Published release directory (default: <output.directory>/releases/<run_id>).")
+        Path | None,
+        typer.Option(
+            metavar="DIR", help="Published release directory (default: <output.directory>/releases/<run_id>)."
+        ),
     ] = None,
 ) -> None:
-    """Check a release against its manifest: published files, then an uncharged replay (see VERIFY_HELP)."""
+    """Check a release against its manifest: published files, then its charges or an uncharged replay (VERIFY_HELP)."""
     with _exit_codes():
         from dqrelease.ledger.grants import replay_charges
         from dqrelease.outputs.replay import check_published, compare_outputs, prepare_replay, read_manifest
@@ -396,6 +403,9 @@ def verify(
         record = read_manifest(manifest)
         formats = check_published(record, release_dir=release)
         _stdout().print(f"published files match the manifest: {', '.join(formats)}", markup=False, highlight=False)
+        if not record.seeded:
+            _verified_unseeded(record)
+            return
         replay_charges(prepare_replay(manifest))  # refuse before Prefect starts; the replay flow checks again
         from dqrelease.runtime import side_process
         from dqrelease.runtime.prefect_server import prefect_api
@@ -449,7 +459,23 @@ def _serving_lines(*, flow: str, deployment: str, api_url: str, cron: str, datas
     ]
 
 
-@app.command(help=SERVE_HELP)
+def _verified_unseeded(record: Any) -> None:
+    """What ``verify`` checks of an unseeded release (its files and charges) and says it verified (exit 0)."""
+    from dqrelease.ledger.grants import check_recorded_charges
+    from dqrelease.ledger.seeds import SEEDED_FLAG
+
+    charges = check_recorded_charges(record)
+    out = _stdout()
+    out.print(f"ledger charges that paid for run {record.run_id} match the manifest: {', '.join(charges)}",
+              markup=False, highlight=False)
+    out.print(Text.assemble(
+        ("verified", "green"),
+        f": release {record.release} (run {record.run_id}) is unseeded, so its hashes and provenance were checked; "
+        f"a byte-for-byte replay needs a seeded release (run.seed_mode = 'seeded', `dqrelease run {SEEDED_FLAG}`)",
+    ), highlight=False)
+
+
+@app.command(cls=HelpConventions, help=SERVE_HELP)
 def serve(
     config: Annotated[Path, typer.Argument(help="Release config (TOML).")],
     cron: Annotated[str, typer.Option(help="Cron schedule, e.g. '0 6 1 * *' (06:00 on the 1st).")],

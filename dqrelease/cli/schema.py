@@ -12,16 +12,16 @@ from typing import Annotated
 
 import typer
 
-from dqrelease.cli.app import _exit_codes, _stdout, app
+from dqrelease.cli.app import FullShortHelp, HelpConventions, _exit_codes, _stdout, app
 
 schema_app = typer.Typer(
-    no_args_is_help=True, rich_markup_mode=None,
+    no_args_is_help=True, rich_markup_mode=None, cls=FullShortHelp,
     help="Scaffold the public schema file of a new table.",
 )
 app.add_typer(schema_app, name="schema")
 
 
-@schema_app.command("init", short_help="Write a schema skeleton from the source's column names.")
+@schema_app.command("init", cls=HelpConventions)
 def init(
     config: Annotated[
         Path, typer.Argument(metavar="CONFIG", help="Release config (TOML); only schema_file and [source] are read.")

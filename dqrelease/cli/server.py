@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dqrelease.cli.app import _exit_codes, _prefect_environment, _stdout, server_app
+from dqrelease.cli.app import HelpConventions, _exit_codes, _prefect_environment, _stdout, server_app
 
 
 def _describe_server(record: Any) -> str:
@@ -34,7 +34,7 @@ def _configured_note() -> str | None:
     )
 
 
-@server_app.command("start")
+@server_app.command("start", cls=HelpConventions)
 def server_start(
     port: Annotated[int | None, typer.Option(help="Port of a new server (default: 4200 if free, else any free one).")]
     = None,
@@ -55,7 +55,7 @@ def server_start(
               f"{_export_line(record.api_url)}", markup=False, highlight=False)
 
 
-@server_app.command("status")
+@server_app.command("status", cls=HelpConventions)
 def server_status_command() -> None:
     """Show whether the local Prefect server runs, where, and which API runs use."""
     with _exit_codes():
@@ -79,7 +79,7 @@ def server_status_command() -> None:
     out.print(line, markup=False, highlight=False)
 
 
-@server_app.command("stop")
+@server_app.command("stop", cls=HelpConventions)
 def server_stop() -> None:
     """Stop the local Prefect server dqrelease started (never a server it did not start)."""
     with _exit_codes():

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import glob
 import gzip
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -95,9 +96,10 @@ def _ingest_wide(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: S
     present = {name for name, _ in table_columns(con, _SOURCE_VIEW)}
     missing = [name for name in schema.names if name not in present]
     if missing:
+        hint = _delimiter_hint(source, schema, present)
         raise ValidationFailedError(
-            f"the source has no column {_names(missing)} declared in the schema; fix the schema's column names "
-            "or the source (header / column_names)",
+            hint or f"the source has no column {_names(missing)} declared in the schema; fix the schema's column "
+            "names or the source (header / column_names)",
             [
                 {"expectation": "expect_table_columns_to_match_set", "column": name, "unexpected_count": "1"}
                 for name in missing
@@ -106,6 +108,35 @@ def _ingest_wide(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: S
     params = {"columns": schema.names, "null_strings": ["", *source.null_strings]}
     _guard_read(lambda: materialize(con, "raw_table", table, params=params), source)
     return row_count(con, table)
+
+
+OTHER_DELIMITERS = {";": "';'", "\t": "tabs", "|": "'|'", ",": "','"}
+"""Delimiters CSV files commonly use, and how a message names them."""
+
+
+def _delimiter_hint(source: SourceConfig, schema: Schema, present: set[str]) -> str | None:
+    """Why no schema column was found when a CSV header was read as one column: a likely wrong ``delimiter``.
+
+    The one column's name is the whole header line. When splitting it at another common delimiter yields names the
+    schema declares, that delimiter is likely the file's. The message names only schema columns and the delimiter
+    (the header is compared with the schema, never quoted).
+    """
+    if source.format != "csv" or len(present) != 1:
+        return None
+    (header,) = present
+    declared = set(schema.names)
+    for delimiter, written in OTHER_DELIMITERS.items():
+        if delimiter == source.delimiter or delimiter not in header:
+            continue
+        found = [name for name in header.split(delimiter) if name.strip() in declared]
+        if found:
+            shown = _names([name.strip() for name in found[:3]])
+            return (
+                f"the source's header was read as a single column although it holds the schema's columns {shown} "
+                f"separated by {written}: the delimiter is likely wrong; set source.delimiter = "
+                f"{json.dumps(delimiter)} in the config (it is {json.dumps(source.delimiter)})"
+            )
+    return None
 
 
 def _ingest_baskets(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: Schema, table: str) -> int:

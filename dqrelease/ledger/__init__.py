@@ -28,7 +28,13 @@ from typing import Any
 
 from dqrelease.errors import BudgetRefusedError, ConfigInvalidError, LedgerError, LedgerLockedError
 from dqrelease.ledger import store
-from dqrelease.ledger.composition import no_cap_message, refusal_message, refusals, seed_reuse_message
+from dqrelease.ledger.composition import (
+    cap_below_spent_message,
+    no_cap_message,
+    refusal_message,
+    refusals,
+    seed_reuse_message,
+)
 from dqrelease.ledger.records import (
     Amount,
     Cap,
@@ -86,14 +92,19 @@ class Ledger:
     def set_cap(self, dataset_id: str, *, epsilon: Amount, delta: Amount, rho: Amount | None = None) -> Cap:
         """Create or change the dataset's cap (appends a cap row; earlier caps stay in the history).
 
-        A cap below what was already spent is allowed; every later charge is then refused until it is raised.
+        A cap below what the dataset's charges already spent (in ε, δ or ρ) is refused: charges are never refunded,
+        so it could only refuse every later charge. A cap equal to what was spent stops further releases.
 
         Raises:
-            ConfigInvalidError: If an amount is negative or not finite, or δ >= 1, or the id is invalid.
+            ConfigInvalidError: If an amount is negative or not finite, or δ >= 1, or the id is invalid, or the cap is
+                below what was spent (the message names both and the least cap allowed).
         """
         _check_dataset_id(dataset_id)
         amounts = cap_amounts(epsilon, delta, rho)
         with self._file.transaction() as con:
+            below = cap_below_spent_message(dataset_id, amounts, Spent.of(dataset_id, store.charges(con, dataset_id)))
+            if below is not None:
+                raise ConfigInvalidError(below)
             current = store.current_caps(con, dataset_id)
             return store.insert_cap(con, dataset_id, amounts, seq=current[0].seq + 1 if current else 1)
 

@@ -16,9 +16,16 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
-from dqrelease.ledger.records import Cap, Remaining, Spent
+from dqrelease.ledger.records import Cap, Remaining, Spent, float_at_least
 
-__all__ = ["no_cap_message", "refusal_message", "refusals", "seed_reuse_message", "set_cap_command"]
+__all__ = [
+    "cap_below_spent_message",
+    "no_cap_message",
+    "refusal_message",
+    "refusals",
+    "seed_reuse_message",
+    "set_cap_command",
+]
 
 
 def refusals(cap: Cap, spent: Spent, epsilon: Fraction, delta: Fraction, rho: Fraction | None) -> list[str]:
@@ -41,8 +48,33 @@ def refusals(cap: Cap, spent: Spent, epsilon: Fraction, delta: Fraction, rho: Fr
 def set_cap_command(dataset_id: str, rho: bool, ledger_path: Path) -> str:
     """The ``dqrelease budget set-cap`` command that fixes a refusal."""
     return (
-        f"`dqrelease budget set-cap {dataset_id} --epsilon E --delta D{' --rho R' if rho else ''} "
+        f"`dqrelease budget set-cap {dataset_id} --epsilon EPSILON --delta DELTA{' --rho RHO' if rho else ''} "
         f"--ledger {ledger_path}`"
+    )
+
+
+def cap_below_spent_message(
+    dataset_id: str, cap: tuple[Fraction, Fraction, Fraction | None], spent: Spent
+) -> str | None:
+    """The refusal of a cap below what the dataset's charges already spent, or None when the cap is not below it.
+
+    Charges are never refunded, so such a cap could only refuse every later charge while showing a negative
+    remaining budget. The fix names, for each amount the cap is below, the least value a cap can have (rounded up
+    to a float, so that giving it is accepted); a cap equal to what was spent stops further releases.
+    """
+    requested = dict(zip(("epsilon", "delta", "rho"), cap, strict=True))
+    totals = {"epsilon": spent.epsilon, "delta": spent.delta, "rho": spent.rho}
+    below = [name for name, value in requested.items()
+             if value is not None and totals[name] is not None and value < totals[name]]
+    if not below:
+        return None
+    asked = ", ".join(f"{name}={_number(requested[name])}" for name in below)
+    used = ", ".join(f"{name}={float_at_least(totals[name])!r}" for name in below)
+    least = " ".join(f"--{name} {float_at_least(totals[name])!r}" for name in below)
+    return (
+        f"cap refused for dataset {dataset_id!r}: the requested cap ({asked}) is below what its {spent.charges} "
+        f"charge(s) already spent ({used}), and charges are never refunded; give at least {least} (a cap equal to "
+        "what was spent stops further releases)"
     )
 
 

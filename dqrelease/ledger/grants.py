@@ -20,6 +20,8 @@ Grants are issued only here:
 
 The noisy record count (``privacy.n = "noisy"``) charges inside its own task before it draws
 (:mod:`dqrelease.tasks.privacy`); its replay takes a :class:`~dqrelease.outputs.replay.ReplayTarget`.
+:func:`check_recorded_charges` issues no grant: it checks that the ledger holds the charges an audit manifest
+records, which is what ``verify`` checks of an unseeded release besides its files.
 
 These checks stop mistakes and shortcuts through the package's API (a flow, a task, the CLI). They are not a
 sandbox: code that forges these objects on purpose could as well read the data file itself.
@@ -33,19 +35,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from dq_engine.privacy.grant import PrivacyGrant
-from dqrelease.errors import ReplayRefusedError, UnchargedRunError
+from dqrelease.errors import ReplayRefusedError, UnchargedRunError, VerificationError
 from dqrelease.inputs.config import ReleaseConfig, config_hash
 from dqrelease.ledger import Charge, Ledger
+from dqrelease.ledger.records import float_at_least
 from dqrelease.mechanisms import ReleasePlan
 from dqrelease.mechanisms.base import GRANT_ISSUER, MechanismGrant
 from dqrelease.outputs.manifest import plan_fingerprint
-from dqrelease.outputs.replay import ReplayTarget
+from dqrelease.outputs.replay import ManifestRecord, ReplayTarget
 
 if TYPE_CHECKING:
     from dq_engine import Workload
 
 __all__ = [
     "MechanismGrant",
+    "check_recorded_charges",
     "grant_after_charge",
     "grant_for_replay",
     "grant_for_study",
@@ -178,6 +182,50 @@ def replay_charges(target: ReplayTarget) -> list[Charge]:
     return found
 
 
+def check_recorded_charges(record: ManifestRecord) -> list[str]:
+    """Check that the ledger holds the charges the manifest says paid for the release (its provenance).
+
+    Reads the ledger named by the manifest's config (``ledger.path``) and compares each recorded charge (dataset,
+    sequence number, run id, mechanism, accounting mode, config hash and exact amounts) with the ledger's.
+
+    Returns:
+        The charges found, as ``dataset#seq``.
+
+    Raises:
+        VerificationError: The manifest records no charge, the ledger file is missing, or a charge is missing or
+            differs (exit 5).
+    """
+    recorded = record.ledger_charges or []
+    ledger = record.config.get("ledger", {}) if isinstance(record.config, dict) else {}
+    path = ledger.get("path") if isinstance(ledger, dict) else None
+    if not recorded or not isinstance(path, str):
+        raise VerificationError(
+            f"the manifest of run {record.run_id} records no ledger charge: nothing shows the release was paid for"
+        )
+    if not Path(path).is_file():
+        raise VerificationError(
+            f"ledger {path} (the manifest's ledger.path) not found, so the charges that paid for run "
+            f"{record.run_id} cannot be checked; restore the ledger at that path"
+        )
+    keys = ("dataset_id", "seq", "run_id", "mechanism", "accounting_mode", "config_hash", "exact")
+    held = {(charge.dataset_id, charge.seq): charge.as_dict() for budget in Ledger(path).budgets()
+            for charge in budget.charges}
+    found, problems = [], []
+    for charge in recorded:
+        name = f"{charge.get('dataset_id')}#{charge.get('seq')}"
+        actual = held.get((charge.get("dataset_id"), charge.get("seq")))
+        if actual is None:
+            problems.append(f"charge {name} is not in the ledger")
+        elif any(actual.get(key) != charge.get(key) for key in keys):
+            problems.append(f"charge {name} differs from the ledger's")
+        else:
+            found.append(name)
+    if problems:
+        raise VerificationError(f"ledger {path} does not hold the charges of run {record.run_id} as the manifest "
+                                f"records them: {'; '.join(problems)}")
+    return found
+
+
 def grant_for_study(plan: ReleasePlan, *, ledger: Ledger, dataset_id: str, run_id: str) -> MechanismGrant:
     """Charge ``plan``'s cost to ``ledger`` (the caller's own, e.g. a benchmark's throw-away file) and grant its run.
 
@@ -209,18 +257,12 @@ def _issue(
 ) -> MechanismGrant:
     """The grant of ``plan``, its engine budget the charge's exact amounts (the plan's own cost for a replay)."""
     cost = plan.charged
-    epsilon = _float_at_least(charge.epsilon) if charge is not None else cost.epsilon
-    delta = _float_at_least(charge.delta) if charge is not None else cost.delta
+    epsilon = float_at_least(charge.epsilon) if charge is not None else cost.epsilon
+    delta = float_at_least(charge.delta) if charge is not None else cost.delta
     privacy = PrivacyGrant(epsilon=epsilon, delta=delta, mode=plan.mode, purpose=f"{basis} {reference}")
     return MechanismGrant(
         plan=plan, run_id=run_id, basis=basis, reference=reference, privacy=privacy, _issuer=GRANT_ISSUER
     )
-
-
-def _float_at_least(amount: Fraction) -> float:
-    """The smallest float not below an exact ledger amount (``float()`` rounds to nearest, possibly below it)."""
-    value = float(amount)
-    return math.nextafter(value, math.inf) if Fraction(value) < amount else value
 
 
 def granted_plan(grant: MechanismGrant) -> ReleasePlan:

@@ -11,6 +11,7 @@ in :mod:`dqrelease.ledger.store`; the operations on them in :class:`dqrelease.le
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -32,6 +33,7 @@ __all__ = [
     "cap_amounts",
     "charge_amounts",
     "exact_amount",
+    "float_at_least",
 ]
 
 Amount = float | int | Fraction | Decimal | str
@@ -152,7 +154,10 @@ class Spent:
 
 @dataclass(frozen=True, kw_only=True)
 class Remaining:
-    """Cap minus spent (exact). Negative after a cap was lowered below what was spent.
+    """Cap minus spent (exact).
+
+    Never negative in a ledger written since ``set_cap`` refuses a cap below what was spent; an older ledger may
+    hold such a cap (then every charge is refused until it is raised).
 
     Attributes:
         epsilon: ``cap.epsilon - spent.epsilon``.
@@ -282,3 +287,9 @@ def amounts_view(epsilon: Fraction, delta: Fraction, rho: Fraction | None) -> di
         "rho": None if rho is None else float(rho),
         "exact": {"epsilon": str(epsilon), "delta": str(delta), "rho": None if rho is None else str(rho)},
     }
+
+
+def float_at_least(amount: Fraction) -> float:
+    """The smallest float not below an exact ledger amount (``float()`` rounds to nearest, possibly below it)."""
+    value = float(amount)
+    return math.nextafter(value, math.inf) if Fraction(value) < amount else value

@@ -7,7 +7,9 @@ schema, code and seed reproduce the same output, so the comparison's answer is k
 :func:`prepare_replay` therefore refuses (:class:`~dqrelease.errors.ReplayRefusedError`, exit code 6) unless
 
 * the manifest is an audit manifest (``internal/<run_id>/manifest.json``) of a **seeded** release (an unseeded
-  one gets :class:`~dqrelease.errors.NothingToVerifyError`, exit code 7) and its seed file is readable;
+  one gets :class:`~dqrelease.errors.NothingToVerifyError`, exit code 7; ``verify`` checks such a release with
+  :func:`check_published` and :func:`dqrelease.ledger.grants.check_recorded_charges` instead) and its seed file is
+  readable;
 * the config file at the recorded path has the recorded config hash, and its ``run.seed`` is the seed file's;
 * the schema file has the recorded hash;
 * every file the ingest would read (glob patterns expanded) has its recorded SHA-256, and no file was added;
@@ -40,6 +42,7 @@ from dqrelease.outputs import manifest as manifests
 __all__ = [
     "ManifestRecord",
     "ReplayTarget",
+    "changed_keys",
     "check_inputs_unchanged",
     "check_published",
     "compare_outputs",
@@ -82,6 +85,7 @@ class ManifestRecord(BaseModel):
     seeded: bool
     input_sha256: dict[str, str] | None = None
     seed_file: str | None = None
+    ledger_charges: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,6 +199,8 @@ def check_published(record: ManifestRecord, *, release_dir: Path | None = None) 
             problems.append("release.json is of another run")
         elif public_record.get("outputs") != recorded:
             problems.append("release.json lists other output hashes than the audit manifest")
+        elif public_record.get("seeded", record.seeded) != record.seeded:
+            problems.append("release.json and the audit manifest disagree on whether the release was seeded")
     if problems:
         raise VerificationError(f"published release {release_dir} does not match its manifest: {'; '.join(problems)}")
     return list(record.outputs)
@@ -212,9 +218,10 @@ def prepare_replay(manifest_path: Path) -> ReplayTarget:
     record = read_manifest(manifest_path)
     if not record.seeded:
         raise NothingToVerifyError(
-            f"nothing to verify: release {record.release} (run {record.run_id}) was unseeded "
+            f"nothing to replay: release {record.release} (run {record.run_id}) was unseeded "
             "(run.seed_mode = 'secure'): its randomness was never recorded, by design, so it cannot be replayed; "
-            "only releases run with seed_mode = 'seeded' (tests and audits) can be verified"
+            "`dqrelease verify` checks its files and ledger charges, and a byte-for-byte replay needs a release run "
+            "with seed_mode = 'seeded' (tests and audits)"
         )
     if record.code_sha256 is None or record.input_sha256 is None or not record.input_sha256:
         missing = "code hash" if record.code_sha256 is None else "input file hashes"
@@ -231,7 +238,9 @@ def prepare_replay(manifest_path: Path) -> ReplayTarget:
 
     differences = []
     if config_hash(config) != record.config_sha256:
-        differences.append(f"config {record.config_path} differs from the released one (config hash)")
+        changed = changed_keys(record.config, json.loads(config.model_dump_json(exclude={"run": {"seed"}})))
+        named = f"changed: {', '.join(changed)}" if changed else "config hash"
+        differences.append(f"config {record.config_path} differs from the released one ({named})")
     if config.run.seed_mode != "seeded" or config.run.seed != seed:
         differences.append("run.seed of the config differs from the release's seed file")
     if file_sha256(config.schema_file) != record.schema_sha256:
@@ -258,6 +267,29 @@ def prepare_replay(manifest_path: Path) -> ReplayTarget:
         recorded_plan=record.privacy, input_sha256=dict(record.input_sha256),
         outputs={fmt: output.model_dump() for fmt, output in record.outputs.items()}, _issuer=_ISSUER,
     )
+
+
+def changed_keys(recorded: Any, current: Any, prefix: str = "") -> list[str]:
+    """The dotted config keys whose values differ between the manifest's config and the current one.
+
+    Both are the config's public JSON (the manifest stores it, without ``run.seed``); a list of tables is compared
+    item by item (``workload.parts[2].count``), a key present on one side only is named too.
+    """
+    if isinstance(recorded, dict) and isinstance(current, dict):
+        keys = list(dict.fromkeys([*recorded, *current]))
+        return [changed for key in keys for changed in changed_keys(
+            recorded.get(key, _ABSENT), current.get(key, _ABSENT), f"{prefix}.{key}" if prefix else str(key)
+        )]
+    both_tables = isinstance(recorded, list) and isinstance(current, list) and len(recorded) == len(current) \
+        and all(isinstance(item, dict) for item in [*recorded, *current])
+    if both_tables:
+        return [changed for index, (old, new) in enumerate(zip(recorded, current, strict=True))
+                for changed in changed_keys(old, new, f"{prefix}[{index + 1}]")]
+    return [] if recorded == current else [prefix or "(the whole config)"]
+
+
+_ABSENT = object()
+"""A key missing on one side of :func:`changed_keys`."""
 
 
 def check_inputs_unchanged(target: ReplayTarget) -> None:

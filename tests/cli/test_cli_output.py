@@ -102,6 +102,7 @@ def test_a_plan_error_of_run_is_one_line_on_stderr_with_exit_code_2(tmp_path: Pa
 # ---------------------------------------------------------------------- paths are never wrapped
 def test_long_paths_are_printed_whole_on_a_40_column_pipe(tmp_path: Path):
     deep = tmp_path / ("a-directory-name-longer-than-the-forty-columns-of-this-terminal" * 2) / "ledger.duckdb"
+    Ledger(deep).spent("adult")  # an empty ledger (showing a missing one is refused, not created)
     shown = _cli("budget", "show", "--ledger", str(deep), columns=40)
     assert shown.returncode == ExitCode.OK, shown.stderr
     assert shown.stdout.splitlines() == [f"ledger {deep} has no cap or charge for any dataset"]

@@ -79,6 +79,28 @@ def test_declared_column_missing_from_the_source_fails_naming_it_and_no_value(co
     assert "Secret-Weight-917" not in str(caught.value) + repr(caught.value.failures)
 
 
+@pytest.mark.parametrize(("separator", "written"), [(";", '";"'), ("\t", '"\\t"'), ("|", '"|"')])
+def test_a_header_read_as_one_column_names_the_likely_delimiter(con, tmp_path, separator: str, written: str):
+    path = tmp_path / "data.csv"
+    path.write_text(f"colour{separator}size{separator}Private-Header\nred{separator}7{separator}Secret-917\n")
+    source = SourceConfig(format="csv", paths=[path])  # delimiter "," by default
+
+    with pytest.raises(ValidationFailedError) as caught:
+        ingest_source(con, source, TWO_COLUMNS)
+
+    message = str(caught.value)
+    assert "the delimiter is likely wrong" in message and "'colour', 'size'" in message
+    assert f"set source.delimiter = {written} in the config" in message
+    assert "Private-Header" not in message and "Secret-917" not in message  # only schema names are quoted
+
+
+def test_a_single_column_without_another_delimiter_still_names_the_missing_columns(con, tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_text("colour\nred\n")
+    with pytest.raises(ValidationFailedError, match="the source has no column 'size' declared in the schema"):
+        ingest_source(con, SourceConfig(format="csv", paths=[path]), TWO_COLUMNS)
+
+
 def test_undeclared_source_columns_are_not_loaded(con, tmp_path):
     path = tmp_path / "data.csv"
     path.write_text("id,colour,size\n7,red,3\n")

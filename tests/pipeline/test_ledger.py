@@ -41,8 +41,8 @@ def test_ledger_refuses_charge_over_cap_with_remaining_budget_and_fix_in_message
     assert "requested epsilon=0.5, delta=0" in message
     assert "remaining is epsilon=0.375, delta=1e-05" in message
     assert "epsilon exceeds the cap" in message
-    assert f"lower privacy.epsilon or raise the cap with `dqrelease budget set-cap adult --epsilon E --delta D " \
-           f"--ledger {ledger.path}`" in message
+    assert ("lower privacy.epsilon or raise the cap with `dqrelease budget set-cap adult --epsilon EPSILON "
+            f"--delta DELTA --ledger {ledger.path}`") in message
     assert refused.value.exit_code == ExitCode.BUDGET_REFUSED
     assert ledger.spent("adult").charges == 1
 
@@ -59,7 +59,7 @@ def test_ledger_refuses_charge_when_dataset_has_no_cap_and_says_how_to_set_one(l
     ledger.set_cap("other", epsilon=1, delta=1e-5)
     with pytest.raises(BudgetRefusedError, match=re.escape(
         f"dataset 'adult' has no budget cap in ledger {ledger.path}; set one with "
-        f"`dqrelease budget set-cap adult --epsilon E --delta D --ledger {ledger.path}`"
+        f"`dqrelease budget set-cap adult --epsilon EPSILON --delta DELTA --ledger {ledger.path}`"
     )):
         _charge(ledger, 0.1)
     assert ledger.spent("adult").charges == 0
@@ -83,13 +83,29 @@ def test_set_cap_changes_the_cap_and_keeps_the_old_one_in_the_history(ledger: Le
     assert history == [(1, 1.0), (2, 2.0)]
 
 
-def test_lowering_the_cap_below_what_was_spent_refuses_every_charge_and_says_so(ledger: Ledger):
+def test_lowering_the_cap_below_what_was_spent_is_refused_naming_both_and_the_least_cap(ledger: Ledger):
     ledger.set_cap("adult", epsilon=1, delta=1e-5)
     _charge(ledger, 0.5)
-    ledger.set_cap("adult", epsilon=0.25, delta=1e-5)
-    with pytest.raises(BudgetRefusedError, match="cap is below what was already spent, so every charge is refused"):
-        _charge(ledger, 0.0, run="run-2")
-    assert ledger.budgets("adult")[0].remaining.epsilon == Fraction(-1, 4)
+    message = ("cap refused for dataset 'adult': the requested cap (epsilon=0.25) is below what its 1 charge(s) "
+               "already spent (epsilon=0.5), and charges are never refunded; give at least --epsilon 0.5")
+    with pytest.raises(ConfigInvalidError, match=re.escape(message)):
+        ledger.set_cap("adult", epsilon=0.25, delta=1e-5)
+    assert ledger.cap("adult").epsilon == 1  # unchanged
+    ledger.set_cap("adult", epsilon=0.5, delta=1e-5)  # equal to what was spent: accepted, it stops further releases
+    assert ledger.budgets("adult")[0].remaining.epsilon == 0
+    with pytest.raises(BudgetRefusedError, match="epsilon exceeds the cap"):
+        _charge(ledger, 0.1, run="run-2")
+
+
+def test_the_least_cap_named_by_a_refusal_is_accepted(ledger: Ledger):
+    ledger.set_cap("adult", epsilon=1, delta=1e-5)
+    for run, epsilon in (("a", 0.1), ("b", 0.1), ("c", 0.2)):  # their exact sum is not a float
+        _charge(ledger, epsilon, run=run)
+    with pytest.raises(ConfigInvalidError) as refused:
+        ledger.set_cap("adult", epsilon=0.3, delta=1e-5)
+    least = float(re.search(r"--epsilon (\S+)", str(refused.value)).group(1))
+    assert Fraction(least) >= ledger.spent("adult").epsilon
+    ledger.set_cap("adult", epsilon=least, delta=1e-5)
 
 
 def test_refused_charge_writes_nothing_and_accepted_charges_append(ledger: Ledger):

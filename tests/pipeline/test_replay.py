@@ -434,10 +434,14 @@ def _garble_manifest(s):
     s.manifest.write_bytes(b"\x00\xff not json")
 
 
+CHANGED_EPSILON = "release.toml differs from the released one (changed: privacy.epsilon)"
+"""A refused replay names the config key that changed (the manifest stores the public config)."""
+
+
 @pytest.mark.parametrize(
     ("tamper", "code", "message"),
     [
-        (_tamper_config, ExitCode.REPLAY_REFUSED, "release.toml differs from the released one (config hash)"),
+        (_tamper_config, ExitCode.REPLAY_REFUSED, CHANGED_EPSILON),
         (_tamper_config_seed, ExitCode.REPLAY_REFUSED, "run.seed of the config differs from the release's seed file"),
         (_tamper_schema, ExitCode.REPLAY_REFUSED, "schema.toml differs from the released one (schema hash)"),
         (_tamper_input, ExitCode.REPLAY_REFUSED, "people.csv changed since the release (SHA-256 differs)"),
@@ -451,7 +455,7 @@ def _garble_manifest(s):
         (_tamper_manifest("seed_file", None), ExitCode.REPLAY_REFUSED, "records no seed file"),
         (_remove_seed_file, ExitCode.REPLAY_REFUSED, "seed file"),
         (_garble_manifest, ExitCode.REPLAY_REFUSED, "not a JSON manifest"),
-        (_tamper_manifest("seeded", False), ExitCode.NOTHING_TO_VERIFY, "nothing to verify"),
+        (_tamper_manifest("seeded", False), ExitCode.VERIFY_MISMATCH, "disagree on whether the release was seeded"),
         (_tamper_manifest_output, ExitCode.VERIFY_MISMATCH, "synthetic.csv differs from the manifest's SHA-256"),
         (_tamper_published, ExitCode.VERIFY_MISMATCH, "synthetic.csv differs from the manifest's SHA-256"),
     ],
@@ -573,16 +577,19 @@ def test_replay_stops_when_an_input_changes_while_it_is_read(
 
 
 # ---------------------------------------------------------------------- unseeded and noisy-n releases
-def test_verify_of_an_unseeded_release_says_there_is_nothing_to_verify(
+def test_verify_of_an_unseeded_release_checks_hashes_and_charges_and_exits_0(
     tmp_path: Path, ingest_calls: list[str]
 ):
     unseeded = _make_release(tmp_path / "unseeded", seeded=False)
     ingest_calls.clear()
     ledger = _ledger_state(unseeded.root)
     result = _run("verify", str(unseeded.manifest))
-    assert result.exit_code == ExitCode.NOTHING_TO_VERIFY, result.output
+    assert result.exit_code == ExitCode.OK, result.output
     assert "published files match the manifest" in result.stdout
-    assert "nothing to verify" in _stderr_line(result) and "was unseeded" in _stderr_line(result)
+    assert "ledger charges that paid for run" in result.stdout
+    assert "is unseeded, so its hashes and provenance were checked" in result.stdout
+    assert "a byte-for-byte replay needs a seeded release" in result.stdout
+    assert "--seeded-test-or-audit" in result.stdout
     assert ingest_calls == []
     assert _ledger_state(unseeded.root) == ledger
 
@@ -595,3 +602,14 @@ def test_verify_of_a_noisy_n_release_replays_the_count_without_charging(tmp_path
     assert result.exit_code == ExitCode.OK, result.output
     assert ingest_calls == ["ingest", "ingest"]  # the release, then the replay
     assert _ledger_state(noisy.root) == ledger
+
+
+def test_changed_keys_names_dotted_keys_and_table_items():
+    from dqrelease.outputs.replay import changed_keys
+
+    recorded = {"privacy": {"epsilon": 1.0, "delta": 1e-9}, "workload": {"parts": [{"k": 1}, {"k": 3, "count": 64}]},
+                "run": {"seed_mode": "seeded"}}
+    current = {"privacy": {"epsilon": 1.5, "delta": 1e-9}, "workload": {"parts": [{"k": 1}, {"k": 3, "count": 32}]},
+               "run": {"seed_mode": "seeded", "dask_address": "local"}}
+    assert changed_keys(recorded, current) == ["privacy.epsilon", "workload.parts[2].count", "run.dask_address"]
+    assert changed_keys(recorded, recorded) == []

@@ -96,10 +96,6 @@ def _changed_data(ws: Workspace) -> tuple[str, ...]:
     return ("verify", str(manifest))
 
 
-def _unseeded(ws: Workspace) -> tuple[str, ...]:
-    return ("verify", str(_published(ws, seeded=False)))
-
-
 def _success(ws: Workspace) -> tuple[str, ...]:
     return ("run", str(ws.config), "--quiet", "--seeded-test-or-audit")
 
@@ -121,7 +117,6 @@ CASES = {
     "ledger-corrupt": Case(_corrupt_ledger, 1, r"ledger\.duckdb", r"check|restore|backup"),
     "verify-tampered-output": Case(_tampered_output, 5, r"csv", r"does not match"),
     "verify-changed-data": Case(_changed_data, 6, r"data\.csv", r"differ|changed|restore"),
-    "verify-unseeded": Case(_unseeded, 7, r"unseeded|not seeded|no seed", r"seed_mode|seeded"),
     "release-succeeds": Case(_success, 0, r"", r""),
 }
 
