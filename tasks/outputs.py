@@ -121,7 +121,7 @@ def write_manifests(
         "outputs": outputs, "rows": rows, "seed_file": seed_file,
     }
     write_json(build_manifest(**common, public=False), run.staging_internal / "manifest.json", internal=True)
-    release = build_manifest(**common, public=True, release_dir=run.release_dir)
+    release = build_manifest(**common, public=True)
     write_json(release, run.staging_release / "release.json", internal=False)
 
 
