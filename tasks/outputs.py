@@ -36,7 +36,8 @@ def decode_synthetic(
     """
     rows = config.output.rows or plan.n
     codes = result.sample_rows(rows, rng)
-    return codes, decode_records(codes, schema, numeric_values=config.output.numeric_values, rng=rng)
+    return codes, decode_records(codes, schema, numeric_values=config.output.numeric_values, rng=rng,
+                                 single_value_numbers=config.output.single_value_numbers)
 
 
 @task(name="validate-synthetic", **TASK_OPTIONS)
@@ -49,7 +50,8 @@ def check_synthetic(config: ReleaseConfig, schema: Schema, frame: pd.DataFrame) 
     """
     with connect(None) as con:
         con.register("synthetic", frame)  # validated through a view on the frame: no copy into DuckDB
-        validate_synthetic(con, "synthetic", schema, numeric_values=config.output.numeric_values)
+        validate_synthetic(con, "synthetic", schema, numeric_values=config.output.numeric_values,
+                           single_value_numbers=config.output.single_value_numbers)
 
 
 @task(name="stage-outputs", **TASK_OPTIONS)
