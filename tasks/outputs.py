@@ -18,7 +18,7 @@ from dqrelease.mechanisms import ReleasePlan
 from dqrelease.outputs.decode import decode_records
 from dqrelease.outputs.manifest import build_manifest, write_json
 from dqrelease.outputs.publish import write_outputs
-from dqrelease.outputs.report import INTERNAL_BANNER, build_error_report, write_error_report
+from dqrelease.outputs.report import INTERNAL_BANNER, build_error_report, n_status, write_error_report
 from dqrelease.outputs.runs import RunContext
 from dqrelease.plan import mechanism_budget
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
@@ -82,6 +82,7 @@ def error_report(
     report = build_error_report(
         data=data, workload=workload, result=result, costs=plan.costs, published_codes=published_codes, rng=rng,
         release_name=config.name, run_id=run.run_id, delta=mechanism_budget(config)[1], accounting=plan.mode,
+        neighbouring=config.privacy.neighbouring, n_status=n_status(config.privacy.n, config.privacy.n_epsilon),
         constraints=plan.constraints, true_answers=true_answers,
     )
     write_error_report(report, run.staging_internal)

@@ -200,12 +200,12 @@ def _run(plan: ReleasePlan, inputs: RunInputs):
 DUALQUERY = Mechanism(
     name="dualquery",
     summary="MW over the queries, one CP-SAT best-response record per round",
-    reference="DualQuery (seed 000, Algorithm 2; Theorems 4.2/4.3)",
+    reference="DualQuery (Gaboardi et al. 2014, Algorithm 2; privacy by its Theorems 4.2/4.3)",
     keys=DualQueryKeys, plan=_plan, run=_run, needs_public_n=False, has_oracle=True, enforces_constraints=True,
 )
 DQRS = Mechanism(
     name="dqrs",
     summary="DualQuery with rejection sampling: reuses samples across rounds",
-    reference="DQRS (seed 004, Algorithm 4; Theorem 17)",
+    reference="DQRS (Vietri, Tian, Bun, Steinke, Wu 2020, Algorithm 4; privacy by its Theorem 17)",
     keys=DQRSKeys, plan=_plan, run=_run, needs_public_n=False, has_oracle=True, enforces_constraints=True,
 )

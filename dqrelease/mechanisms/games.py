@@ -143,12 +143,12 @@ FEM = Mechanism(
         "exponential-mechanism query selection, follow-the-perturbed-leader records; publishes the union of the "
         "per-round samples"
     ),
-    reference="FEM (seed 004, Algorithms 1-2)",
+    reference="FEM (Vietri, Tian, Bun, Steinke, Wu 2020, Algorithms 1-2)",
     keys=FEMKeys, plan=_plan, run=_run, has_oracle=True, enforces_constraints=True,
 )
 SEPFEM = Mechanism(
     name="sepfem",
     summary="FEM with Laplace-weighted separator queries as the perturbation",
-    reference="sepFEM (seed 004, Algorithm 3)",
+    reference="sepFEM (Vietri, Tian, Bun, Steinke, Wu 2020, Algorithm 3)",
     keys=SepFEMKeys, plan=_plan, run=_run, has_oracle=True, enforces_constraints=True,
 )

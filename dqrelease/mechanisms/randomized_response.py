@@ -98,6 +98,9 @@ RANDOMIZED_RESPONSE = Mechanism(
         "every record kept or replaced by a uniform record; publishes the n randomized records, and the error "
         "report answers with the unbiased estimator; refused at plan time when that estimator would be noise"
     ),
-    reference="mechanism E (seed 003)",
+    reference=(
+        "randomized response over the record domain (mechanism E of 'minimax distortion of query-set-independent "
+        "mechanisms')"
+    ),
     keys=RandomizedResponseKeys, plan=_plan, run=_run, enforces_constraints=False,
 )

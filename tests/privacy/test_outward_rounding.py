@@ -128,7 +128,7 @@ def _epsilon_reference(plan) -> Fraction | Decimal:
         return _exact_pure(events)
     if "optimal conversion" in cost.method:
         return _cks_reference(_exact_rho(events, "tight"), cost.delta)
-    if "seed 004" in cost.method:
+    if "Vietri, Tian, Bun, Steinke, Wu 2020" in cost.method:
         return _simple_reference(_exact_rho(events, "paper"), cost.delta)
     if "Theorem 4.3" in cost.method:
         return _advanced_reference(events, cost.delta)
