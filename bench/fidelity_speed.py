@@ -45,7 +45,7 @@ from dq_engine.evaluation.fidelity import evaluate_baselines, evaluate_rows, fid
 from dq_engine.privacy.public import PublicQuantities
 from dqrelease.inputs.config import WorkloadConfig, default_workload
 from dqrelease.mechanisms import MECHANISMS, PlanInputs, RunInputs, plan_mechanism, run_mechanism
-from dqrelease.outputs.report import build_error_report, write_error_report
+from dqrelease.outputs.report import build_error_report, n_status, write_error_report
 from dqrelease.plan import build_workload
 
 SIZES = (9, 16, 7, 14, 6, 5, 2, 12, 42, 2, 8, 10, 3, 4, 11, 5, 6, 2, 20, 9, 3, 7, 15, 4, 2)
@@ -95,6 +95,7 @@ def run(mechanism: str, data: Dataset, workload, truth: np.ndarray, *, smoke: bo
     report, numbers_seconds = timed(
         build_error_report, data=data, workload=workload, result=result, costs=plan.costs, published_codes=published,
         rng=make_rng(3), release_name="bench", run_id="bench", delta=1e-9, accounting=plan.mode, true_answers=truth,
+        neighbouring="replace-one", n_status=n_status(data.n),
     )
     with tempfile.TemporaryDirectory() as directory:
         _, files_seconds = timed(write_error_report, report, pathlib.Path(directory))

@@ -45,16 +45,19 @@ class SuiteSpec:
             (:func:`~expectations.suite.build_published_suite`).
         layout: For ``"raw"``: ``"wide"`` or ``"baskets"``.
         numeric_values: For ``"published"``: how the decoded numbers look.
+        single_value_numbers: For ``"published"`` with bucket labels: one-value integer buckets are numbers.
     """
 
     schema: Schema
     kind: Literal["raw", "published"]
     layout: Literal["wide", "baskets"] = "wide"
     numeric_values: Literal["bucket_label", "uniform"] = "bucket_label"
+    single_value_numbers: bool = True
 
     def key(self) -> str:
         """A string that identifies the suite (the schema is not hashable)."""
-        return f"{self.kind}|{self.layout}|{self.numeric_values}|{self.schema.model_dump_json()}"
+        return (f"{self.kind}|{self.layout}|{self.numeric_values}|{self.single_value_numbers}|"
+                f"{self.schema.model_dump_json()}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,7 +163,8 @@ def _suite(spec: SuiteSpec) -> gx.ExpectationSuite:
         if spec.kind == "raw":
             _SUITES[key] = build_suite(spec.schema, layout=spec.layout)
         else:
-            _SUITES[key] = build_published_suite(spec.schema, numeric_values=spec.numeric_values)
+            _SUITES[key] = build_published_suite(spec.schema, numeric_values=spec.numeric_values,
+                                                 single_value_numbers=spec.single_value_numbers)
     return _SUITES[key]
 
 

@@ -12,7 +12,8 @@ A literal (column, codes) becomes a condition on the table as it is represented 
   nullable column); numeric codes the numbers of their buckets on the derived ``"<name> (as number)"`` column, as
   discretization codes them (``out_of_range = "clip"`` opens the outer buckets), and NULL for the missing bucket;
 * ``uniform`` -- the published table with numbers drawn inside buckets: declared values only, numbers as above;
-* ``bucket_label`` -- the published table with bucket labels: numeric codes match their labels.
+* ``bucket_label`` -- the published table with bucket labels: numeric codes match their published labels
+  (:meth:`~dqrelease.inputs.columns.NumericColumn.published_labels`).
 
 The condition is built from the public schema only. The expectation's ``meta`` carries the rule's name, its
 ``on_violation`` and the numeric columns whose derived number column the validation frame must add.
@@ -45,8 +46,13 @@ def rule_number_columns(schema: Schema, representation: Representation) -> list[
     return [c.name for i, c in enumerate(schema.columns) if i in named and isinstance(c, NumericColumn)]
 
 
-def rule_expectations(schema: Schema, representation: Representation) -> list[gxe.ExpectTableRowCountToEqual]:
-    """One expectation per rule of ``schema`` (none without rules)."""
+def rule_expectations(
+    schema: Schema, representation: Representation, *, single_value_numbers: bool = True
+) -> list[gxe.ExpectTableRowCountToEqual]:
+    """One expectation per rule of ``schema`` (none without rules).
+
+    ``single_value_numbers``: with bucket labels, one-value integer buckets are written as their number.
+    """
     constraints = schema_constraints(schema)
     if constraints is None:
         return []
@@ -55,7 +61,8 @@ def rule_expectations(schema: Schema, representation: Representation) -> list[gx
     for rule in schema.rules:
         combinations = [literals for name, literals in constraints.combinations if name == rule.name]
         condition = " | ".join(
-            "(" + " & ".join(_literal(schema, attribute, codes, representation) for attribute, codes in literals) + ")"
+            "(" + " & ".join(_literal(schema, attribute, codes, representation, single_value_numbers)
+                             for attribute, codes in literals) + ")"
             for literals in combinations
         )
         used = sorted({schema.columns[a].name for literals in combinations for a, _ in literals} & numbers)
@@ -77,7 +84,9 @@ def _quoted(name: str) -> str:
     return f"`{name}`"
 
 
-def _literal(schema: Schema, attribute: int, codes: tuple[int, ...], representation: Representation) -> str:
+def _literal(
+    schema: Schema, attribute: int, codes: tuple[int, ...], representation: Representation, single_value_numbers: bool
+) -> str:
     """The pandas condition of one literal (see the module docstring)."""
     column = schema.columns[attribute]
     name = _quoted(column.name)
@@ -94,11 +103,13 @@ def _literal(schema: Schema, attribute: int, codes: tuple[int, ...], representat
         if representation == "raw" and column.nullable and 0 in codes:
             parts.append(f"{name}.isnull()")
     else:
-        parts += _numeric(column, codes, representation)
+        parts += _numeric(column, codes, representation, single_value_numbers)
     return "(" + " | ".join(parts) + ")"
 
 
-def _numeric(column: NumericColumn, codes: tuple[int, ...], representation: Representation) -> list[str]:
+def _numeric(
+    column: NumericColumn, codes: tuple[int, ...], representation: Representation, single_value_numbers: bool
+) -> list[str]:
     name = _quoted(column.name)
     buckets = len(column.edges) - 1
     parts = []
@@ -107,7 +118,8 @@ def _numeric(column: NumericColumn, codes: tuple[int, ...], representation: Repr
     inside = [c for c in codes if c < buckets]
     if representation == "bucket_label":
         if inside:
-            parts.insert(0, f"{name}.isin({[column.labels[c] for c in inside]!r})")
+            labels = column.published_labels(single_value_numbers=single_value_numbers)
+            parts.insert(0, f"{name}.isin({[labels[c] for c in inside]!r})")
         return parts
     number = _quoted(number_column(column.name))
     # the buckets as discretization codes them (out_of_range = "clip" opens the outer ones)

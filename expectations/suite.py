@@ -17,8 +17,9 @@ Three suites:
 * :func:`build_published_suite` (the decoded synthetic table): the same structure, stricter where decoding
   guarantees more: categorical values in ``values`` only (aliases are never published); numbers inside
   ``[first edge, last edge)`` for every numeric column (clipped ones too: decoded values are drawn inside
-  buckets) when ``numeric_values = "uniform"``, or equal to a bucket label (``"[17, 20)"``) when
-  ``numeric_values = "bucket_label"``; NULL only in columns with a missing bucket.
+  buckets) when ``numeric_values = "uniform"``, or equal to a bucket's published label (``"[17, 20)"``, or
+  ``"16"`` for a one-value integer bucket with ``single_value_numbers``) when ``numeric_values = "bucket_label"``;
+  NULL only in columns with a missing bucket.
 
 Both suites end with one expectation per public rule of the schema (:mod:`expectations.rules`): no row breaks
 it. Numeric columns a rule names get their derived number column too.
@@ -98,13 +99,14 @@ def build_suite(schema: Schema, *, layout: Literal["wide", "baskets"] = "wide") 
 
 
 def build_published_suite(
-    schema: Schema, *, numeric_values: Literal["bucket_label", "uniform"]
+    schema: Schema, *, numeric_values: Literal["bucket_label", "uniform"], single_value_numbers: bool = True
 ) -> gx.ExpectationSuite:
     """The suite of the decoded synthetic table (see the module docstring).
 
     Args:
         schema: The public schema.
         numeric_values: How :func:`dqrelease.outputs.decode.decode_records` wrote the numeric columns.
+        single_value_numbers: Whether it wrote one-value integer buckets as their number (bucket labels only).
 
     Returns:
         An unsaved suite named ``dqrelease-published-<numeric_values>``.
@@ -122,12 +124,12 @@ def build_published_suite(
             expectations += [_number_text(column), _in_range(column)]
             nullable = column.missing_bucket
         else:
-            buckets = column.labels[: len(column.edges) - 1]
+            buckets = column.published_labels(single_value_numbers=single_value_numbers)
             expectations.append(_in_set(column.name, buckets))
             nullable = column.missing_bucket
         if not nullable:
             expectations.append(_not_null(column.name))
-    expectations += rule_expectations(schema, numeric_values)
+    expectations += rule_expectations(schema, numeric_values, single_value_numbers=single_value_numbers)
     return gx.ExpectationSuite(name=f"dqrelease-published-{numeric_values}", expectations=expectations)
 
 

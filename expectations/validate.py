@@ -83,11 +83,13 @@ def validate_synthetic(
     schema: Schema,
     *,
     numeric_values: Literal["bucket_label", "uniform"],
+    single_value_numbers: bool = True,
 ) -> None:
     """Validate the decoded synthetic ``table`` with the published suite.
 
     With ``numeric_values = "uniform"`` the numbers must parse and lie in ``[first edge, last edge)``; with
-    ``"bucket_label"`` they must be bucket labels. See :func:`expectations.suite.build_published_suite`.
+    ``"bucket_label"`` they must be bucket labels (one-value integer buckets their number with
+    ``single_value_numbers``). See :func:`expectations.suite.build_published_suite`.
 
     Every public rule fails the release when a published row breaks it (whatever its ``on_violation``: that
     only governs the raw table); the synthetic table is the mechanism's output, so its counts may be shown.
@@ -95,7 +97,8 @@ def validate_synthetic(
     Raises:
         ValidationFailedError: As :func:`validate_table`.
     """
-    spec = SuiteSpec(schema=schema, kind="published", numeric_values=numeric_values)
+    spec = SuiteSpec(schema=schema, kind="published", numeric_values=numeric_values,
+                     single_value_numbers=single_value_numbers)
     _validate(con, table, spec, label="synthetic table", failing_rules={r.name for r in schema.rules}, public=True)
 
 

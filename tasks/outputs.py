@@ -18,7 +18,7 @@ from dqrelease.mechanisms import ReleasePlan
 from dqrelease.outputs.decode import decode_records
 from dqrelease.outputs.manifest import build_manifest, write_json
 from dqrelease.outputs.publish import write_outputs
-from dqrelease.outputs.report import INTERNAL_BANNER, build_error_report, write_error_report
+from dqrelease.outputs.report import INTERNAL_BANNER, build_error_report, n_status, write_error_report
 from dqrelease.outputs.runs import RunContext
 from dqrelease.plan import mechanism_budget
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
@@ -36,7 +36,8 @@ def decode_synthetic(
     """
     rows = config.output.rows or plan.n
     codes = result.sample_rows(rows, rng)
-    return codes, decode_records(codes, schema, numeric_values=config.output.numeric_values, rng=rng)
+    return codes, decode_records(codes, schema, numeric_values=config.output.numeric_values, rng=rng,
+                                 single_value_numbers=config.output.single_value_numbers)
 
 
 @task(name="validate-synthetic", **TASK_OPTIONS)
@@ -49,7 +50,8 @@ def check_synthetic(config: ReleaseConfig, schema: Schema, frame: pd.DataFrame) 
     """
     with connect(None) as con:
         con.register("synthetic", frame)  # validated through a view on the frame: no copy into DuckDB
-        validate_synthetic(con, "synthetic", schema, numeric_values=config.output.numeric_values)
+        validate_synthetic(con, "synthetic", schema, numeric_values=config.output.numeric_values,
+                           single_value_numbers=config.output.single_value_numbers)
 
 
 @task(name="stage-outputs", **TASK_OPTIONS)
@@ -80,6 +82,7 @@ def error_report(
     report = build_error_report(
         data=data, workload=workload, result=result, costs=plan.costs, published_codes=published_codes, rng=rng,
         release_name=config.name, run_id=run.run_id, delta=mechanism_budget(config)[1], accounting=plan.mode,
+        neighbouring=config.privacy.neighbouring, n_status=n_status(config.privacy.n, config.privacy.n_epsilon),
         constraints=plan.constraints, true_answers=true_answers,
     )
     write_error_report(report, run.staging_internal)
@@ -121,7 +124,7 @@ def write_manifests(
         "outputs": outputs, "rows": rows, "seed_file": seed_file,
     }
     write_json(build_manifest(**common, public=False), run.staging_internal / "manifest.json", internal=True)
-    release = build_manifest(**common, public=True, release_dir=run.release_dir)
+    release = build_manifest(**common, public=True)
     write_json(release, run.staging_release / "release.json", internal=False)
 
 

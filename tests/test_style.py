@@ -86,13 +86,8 @@ PAPER_FILE_NUMBERS = re.compile(r"\bseeds? 00[0-9]\b|\bfiles? 00[0-9]\b|\bCKS 20
 This file spells the patterns apart (``"seed " + "004"``) so that it passes its own check.
 """
 
-PAPER_FILE_NUMBERS_ALLOWED = frozenset({
-    # report helper replaces these (issue 28)
-    "dqrelease/outputs/report/data.py",
-    "tests/pipeline/data/error_report_adult.json",
-    "tests/pipeline/data/error_report_adult.md",
-})
-"""Tracked files that may still cite a paper by file number (to be emptied when the report's wording is merged)."""
+PAPER_FILE_NUMBERS_ALLOWED: frozenset[str] = frozenset()
+"""Tracked files that may still cite a paper by file number: none."""
 
 
 def test_no_tracked_file_cites_a_paper_by_file_number():

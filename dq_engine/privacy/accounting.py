@@ -452,18 +452,22 @@ def compose(
         advanced = advanced_composition_epsilon(events, delta)
         if pure is not None and pure <= advanced:
             return ComposedCost(
-                mode=mode, epsilon=pure, delta=0.0, pure_epsilon=pure, method="basic composition (Theorem 4.2)",
+                mode=mode, epsilon=pure, delta=0.0, pure_epsilon=pure,
+                method="basic composition (Gaboardi et al. 2014, Theorem 4.2)",
                 details={"theorem_4_2_epsilon": pure, "theorem_4_3_epsilon": advanced},
             )
         return ComposedCost(
             mode=mode, epsilon=advanced, delta=delta, pure_epsilon=pure,
-            method="advanced composition (Theorem 4.3)",
+            method="advanced composition (Gaboardi et al. 2014, Theorem 4.3)",
             details={"theorem_4_2_epsilon": pure if pure is not None else math.nan, "theorem_4_3_epsilon": advanced},
         )
     # a zCDP event (Gaussian noise) has no pure-ε bound, so Theorems 4.2/4.3 do not apply; the paper-mode
     # cost is then Vietri et al. 2020's zCDP analysis, which is valid for every event type
     rho = zcdp_rho(events, em_bound="pure")
-    fallback = " (zCDP event: Theorems 4.2/4.3 do not apply)" if paper_analysis == "advanced_composition" else ""
+    fallback = (
+        " (a zCDP event: Gaboardi et al. 2014's Theorems 4.2/4.3 do not apply)"
+        if paper_analysis == "advanced_composition" else ""
+    )
     return ComposedCost(
         mode=mode,
         epsilon=zcdp_to_approx_dp_simple(rho, delta),
@@ -511,7 +515,8 @@ def mode_costs(
     if paper_analysis == "basic_composition" and pure_only:
         pure = basic_composition_epsilon(events)
         paper = ComposedCost(
-            mode="paper", epsilon=pure, delta=0.0, pure_epsilon=pure, method="basic composition (HLM 2012)"
+            mode="paper", epsilon=pure, delta=0.0, pure_epsilon=pure,
+            method="basic composition (Hardt, Ligett, McSherry 2012)",
         )
     else:
         analysis = "zcdp" if paper_analysis == "basic_composition" else paper_analysis

@@ -102,6 +102,27 @@ class NumericColumn(StrictModel):
         labels = [f"[{fmt(a)}, {fmt(b)})" for a, b in zip(self.edges, self.edges[1:], strict=False)]
         return [*labels, "missing"] if self.missing_bucket else labels
 
+    def single_values(self) -> list[int | None]:
+        """Per bucket (the missing bucket excluded), the one integer it holds, or None.
+
+        None for a float column's buckets and for integer buckets wider than one; ``[16, 17)`` holds 16 only.
+        """
+        if self.type != "integer":
+            return [None] * (len(self.edges) - 1)
+        return [int(a) if b - a == 1 else None for a, b in zip(self.edges, self.edges[1:], strict=False)]
+
+    def published_labels(self, *, single_value_numbers: bool) -> list[str]:
+        """How a published table with bucket labels writes each bucket (the missing bucket excluded, it is NULL).
+
+        Its label ``[lo, hi)``; with ``single_value_numbers`` (``output.single_value_numbers``), a bucket that holds
+        one integer is written as that number (``16``, not ``[16, 17)``).
+        """
+        labels = self.labels[: len(self.edges) - 1]
+        if not single_value_numbers:
+            return labels
+        values = self.single_values()
+        return [label if value is None else str(value) for label, value in zip(labels, values, strict=True)]
+
 
 class BinaryColumn(StrictModel):
     """A natively binary 0/1 column (a single bit)."""

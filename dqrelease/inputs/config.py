@@ -230,6 +230,13 @@ class OutputConfig(StrictModel):
     numeric_values: Literal["bucket_label", "uniform"] = Field(
         default="bucket_label", description="Numbers as their bucket label, or drawn uniformly inside the bucket."
     )
+    single_value_numbers: bool = Field(
+        default=True,
+        description=(
+            "With bucket labels: an integer bucket that holds one value ([16, 17)) is published as that number "
+            "(16); a column of such buckets only is an integer column. false: every bucket as its label."
+        ),
+    )
 
     @field_validator("formats")
     @classmethod

@@ -5,7 +5,10 @@ Per column, in schema order:
 * categorical: the declared value of the code (a ``missing`` value is published as its declared value),
   pandas ``string`` dtype;
 * binary: 0 / 1, ``int8``;
-* numeric with ``numeric_values = "bucket_label"``: the bucket label ``"[lo, hi)"``, ``string`` dtype;
+* numeric with ``numeric_values = "bucket_label"``: the bucket label ``"[lo, hi)"``, ``string`` dtype; with
+  ``single_value_numbers`` (``output.single_value_numbers``, on by default) an integer bucket that holds one value
+  is written as that number (``16`` for ``[16, 17)``), and a column whose buckets all hold one value is an integer
+  column (``Int64``) rather than text;
 * numeric with ``numeric_values = "uniform"``: a value drawn uniformly inside the bucket ``[lo, hi)``:
   integer columns get integers ``lo .. hi-1`` (``Int64``), float columns floats in ``[lo, hi)``
   (``Float64``).
@@ -34,6 +37,7 @@ def decode_records(
     *,
     numeric_values: Literal["bucket_label", "uniform"],
     rng: np.random.Generator,
+    single_value_numbers: bool = True,
 ) -> pd.DataFrame:
     """Turn value codes ``(r, m)`` into a table with the schema's columns.
 
@@ -43,6 +47,8 @@ def decode_records(
         schema: The public schema.
         numeric_values: ``"bucket_label"`` or ``"uniform"`` (see the module docstring).
         rng: Generator for the uniform draws (unused for bucket labels).
+        single_value_numbers: With bucket labels, write a one-value integer bucket as its number (see the module
+            docstring; :meth:`~dqrelease.inputs.columns.NumericColumn.published_labels`).
 
     Returns:
         A DataFrame with the schema's column names, in order, and ``r`` rows.
@@ -64,7 +70,7 @@ def decode_records(
         elif isinstance(column, BinaryColumn):
             columns[column.name] = code.astype(np.int8)
         elif numeric_values == "bucket_label":
-            columns[column.name] = _labels(column.labels[: len(column.edges) - 1], code, missing=len(column.edges) - 1)
+            columns[column.name] = _bucket_labels(column, code, single_value_numbers=single_value_numbers)
         else:
             columns[column.name] = _uniform(column, code, rng)
     return pd.DataFrame(columns)
@@ -76,6 +82,19 @@ def _labels(labels: list[str], code: np.ndarray, *, missing: int | None = None) 
     if missing is not None:
         code = np.where(code == missing, len(labels), code)
     return pd.array(table[code], dtype="string")
+
+
+def _bucket_labels(
+    column: NumericColumn, code: np.ndarray, *, single_value_numbers: bool
+) -> pd.api.extensions.ExtensionArray:
+    """The published label of each code's bucket; integers when every bucket holds one value; NA when missing."""
+    buckets = len(column.edges) - 1
+    values = column.single_values()
+    if single_value_numbers and all(value is not None for value in values):
+        missing = code >= buckets
+        table = np.asarray([*values, 0], dtype=np.int64)
+        return pd.arrays.IntegerArray(table[np.minimum(code, buckets)], missing)
+    return _labels(column.published_labels(single_value_numbers=single_value_numbers), code, missing=buckets)
 
 
 def _uniform(column: NumericColumn, code: np.ndarray, rng: np.random.Generator) -> pd.api.extensions.ExtensionArray:

@@ -8,10 +8,15 @@ Two views are written:
   settings, output file hashes, and the path of the restricted seed file (never the seed itself).
   A replay (:mod:`dqrelease.outputs.replay`) refuses to run unless the config, schema, inputs, code and package
   versions still have these hashes and versions.
-* ``releases/<run_id>/release.json`` (public): the same minus the input-file hashes, with every local path
-  written relative to the release directory (no absolute path of the operator's machine). A hash of the private
-  input is a deterministic function of the data; with all but one record known it would confirm a guess of
-  the last one, so it never leaves the internal directory.
+* ``releases/<run_id>/release.json`` (public): what a user of the table needs and nothing about the operator's
+  machine (:data:`PUBLIC_SETTINGS`, :func:`build_manifest`): the release and data set names, the days of the
+  run, the hashes of the config, schema and code, the public settings (privacy, workload, mechanism, accuracy,
+  how the table is written), the privacy cost and the ledger's charges, the published files (their own names,
+  ``synthetic.csv``, and hashes) and how the run was seeded. It holds no path, relative or absolute: no source
+  file, schema file, ledger, output folder or config file name (``verify`` and replay read those from the
+  internal manifest), and no package or platform inventory of the operator's machine (the internal manifest
+  has them). A hash of the private input is a deterministic function of the data; with all but one record
+  known it would confirm a guess of the last one, so it never leaves the internal directory either.
 """
 
 from __future__ import annotations
@@ -21,7 +26,6 @@ import glob
 import hashlib
 import importlib.util
 import json
-import os
 import platform
 import subprocess
 from importlib import metadata
@@ -35,6 +39,8 @@ __all__ = [
     "CODE_PACKAGES",
     "CODE_SUFFIXES",
     "PACKAGES",
+    "PUBLIC_OUTPUT_SETTINGS",
+    "PUBLIC_SETTINGS",
     "SEEDING",
     "build_manifest",
     "code_files",
@@ -138,6 +144,13 @@ SEEDING = {
 """How both manifests describe a run's randomness (``seeding``, next to the ``seeded`` flag), by ``run.seed_mode``."""
 
 
+PUBLIC_SETTINGS = ("privacy", "workload", "mechanism", "accuracy")
+"""Config sections ``release.json`` copies whole: public parameters that name no file."""
+
+PUBLIC_OUTPUT_SETTINGS = ("formats", "rows", "numeric_values", "single_value_numbers")
+"""Keys of ``[output]`` that ``release.json`` copies (not ``directory``: a folder of the operator's machine)."""
+
+
 def build_manifest(
     *,
     config: ReleaseConfig,
@@ -151,17 +164,20 @@ def build_manifest(
     rows: int,
     seed_file: str | None,
     public: bool,
-    release_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """The manifest as a dict.
+    """The manifest as a dict: the internal audit record, or with ``public=True`` the public ``release.json``.
 
-    ``public=True`` drops the input-file hashes and the seed-file path, keeps only the dates of ``started`` and
-    ``finished`` (the run's duration depends on the data), and writes every local path (the
-    config file, and the schema, source, ledger and output paths in the config) relative to ``release_dir``,
-    the published directory that holds ``release.json``: the public file names no absolute local path. The
-    internal manifest keeps absolute paths (``verify`` reads them).
+    The internal manifest keeps the full config with absolute paths, the input-file hashes, the package
+    versions and the seed file's path (``verify`` and replay read them). The public one is built from a list of
+    what may be published (see the module docstring), not by removing what may not: a key added to the config
+    later stays internal until it is added here. It gives the dates of ``started`` and ``finished``, not the times
+    (the run's duration depends on the data: docs/engine.md, "What timing reveals"), and so the ledger charges
+    carry their date only.
     """
-    manifest: dict[str, Any] = {
+    if public:
+        return _public_manifest(config=config, run_id=run_id, started=started, finished=finished, plan=plan,
+                                charges=charges, outputs=outputs, rows=rows)
+    return {
         "run_id": run_id,
         "release": config.name,
         "started": started,
@@ -179,31 +195,53 @@ def build_manifest(
         "rows_published": rows,
         "seeded": config.run.seed_mode == "seeded",
         "seeding": SEEDING[config.run.seed_mode],
+        "input_sha256": input_hashes(config),
+        "seed_file": seed_file,
     }
-    if not public:
-        manifest["input_sha256"] = input_hashes(config)
-        manifest["seed_file"] = seed_file
-        return manifest
-    if release_dir is None:
-        raise ValueError("a public manifest needs release_dir: its paths are written relative to it")
-    # the run's wall time depends on the data (answering the workload grows with its distinct rows): the public
-    # file gives the days, not the times (docs/engine.md, "What timing reveals")
-    manifest["started"], manifest["finished"] = started[:10], finished[:10]
-    return _relative_paths(manifest, Path(release_dir))
 
 
-def _relative_paths(value: Any, start: Path) -> Any:
-    """``value`` with every absolute path string (at any depth) rewritten relative to ``start``."""
-    if isinstance(value, dict):
-        return {key: _relative_paths(item, start) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_relative_paths(item, start) for item in value]
-    if isinstance(value, str) and Path(value).is_absolute():
-        try:
-            return Path(os.path.relpath(value, start)).as_posix()
-        except ValueError:  # another drive (Windows): no relative path exists; keep the name only
-            return Path(value).name
-    return value
+def _public_manifest(
+    *,
+    config: ReleaseConfig,
+    run_id: str,
+    started: str,
+    finished: str,
+    plan: dict[str, Any],
+    charges: list[dict[str, Any]],
+    outputs: dict[str, dict[str, str]],
+    rows: int,
+) -> dict[str, Any]:
+    """``release.json``: the public fields only (:func:`build_manifest`)."""
+    settings = json.loads(config.model_dump_json(include=set(PUBLIC_SETTINGS)))
+    settings["output"] = json.loads(config.output.model_dump_json(include=set(PUBLIC_OUTPUT_SETTINGS)))
+    settings["run"] = {"seed_mode": config.run.seed_mode}
+    return {
+        "run_id": run_id,
+        "release": config.name,
+        "dataset": config.ledger.dataset_id,
+        "description": config.description,
+        "started": started[:10],
+        "finished": finished[:10],
+        "config_sha256": config_hash(config),
+        "schema_sha256": file_sha256(config.schema_file),
+        "code_sha256": code_sha256(),
+        "dqrelease_version": package_versions()["dqrelease"],
+        "settings": settings,
+        "privacy": plan,
+        "ledger_charges": [_public_charge(charge) for charge in charges],
+        "outputs": outputs,
+        "rows_published": rows,
+        "seeded": config.run.seed_mode == "seeded",
+        "seeding": SEEDING[config.run.seed_mode],
+    }
+
+
+def _public_charge(charge: dict[str, Any]) -> dict[str, Any]:
+    """A ledger receipt for ``release.json``: its date, not its time (see :func:`build_manifest`)."""
+    public = dict(charge)
+    if isinstance(public.get("charged_at"), str):
+        public["charged_at"] = public["charged_at"][:10]
+    return public
 
 
 def plan_fingerprint(plan: dict[str, Any]) -> str:

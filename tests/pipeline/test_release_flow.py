@@ -20,6 +20,7 @@ from dqrelease.cli import app
 from dqrelease.errors import ExitCode
 from dqrelease.ledger import Ledger
 from tests.adult_slice import ADULT, SLICE_ROWS, UNDECLARED_WORKCLASS, release_config, write_slice
+from tests.pipeline.test_public_manifest import leaked_paths
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -81,6 +82,9 @@ def test_release_publishes_table_report_and_manifests_and_charges_once(workspace
     assert seed_file.read_text().strip() == "918273645"
     assert stat.S_IMODE(os.stat(seed_file).st_mode) == 0o600
     assert manifest["outputs"]["parquet"]["sha256"] == public["outputs"]["parquet"]["sha256"]
+    machine_files = [path.name for path in workspace.iterdir() if path.is_file()]  # data, config, schema, ledger
+    assert "ledger.duckdb" in machine_files
+    assert leaked_paths(public, names=machine_files, folders=[workspace]) == []
 
     [entry] = Ledger(workspace / "ledger.duckdb").show("adult-slice")
     assert len(entry["charges"]) == 1

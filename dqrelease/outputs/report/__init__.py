@@ -6,8 +6,11 @@ written next to (not inside) the published table's files, and it must not be rel
 What it holds (the JSON carries every number the Markdown and HTML pages show; both pages are rendered from
 the JSON's dict, never recomputed):
 
-* a **summary** -- mechanism, the (ε, δ) charged and under which accounting (the other accounting is a
-  secondary figure), ``n``, published rows, distinct rows, the headline and plain-language warnings;
+* a **summary** -- mechanism (its paper by authors, title and year), the (ε, δ) charged and under which
+  accounting (the other accounting is a secondary figure), the neighbouring relation, whether ``n`` is public
+  or a noisy count, published rows, distinct rows, the headline compared like with like (the same figure for
+  the release and each baseline) and plain-language warnings, one for each baseline that beats the release
+  on any figure;
 * the **fidelity evaluation** (:mod:`dq_engine.evaluation.fidelity`) of the published rows, of the mechanism's
   synthetic distribution and of the baselines (zeros, uniform, independent Laplace and Gaussian marginals):
   one-way TVD and worst cell per column, two-way TVD of every pair (a public sample on wide schemas), workload
@@ -16,7 +19,7 @@ the JSON's dict, never recomputed):
   and pairs;
 * the workload's errors, per part and per marginal; error versus round where the mechanism tracks it; the
   oracle's solver statistics only for mechanisms with an oracle; the privacy spent in both accountings; the
-  mechanism's parameters.
+  papers cited; the mechanism's parameters (collapsed in HTML, last in Markdown).
 
 Formats: JSON, Markdown, and a self-contained HTML page with matplotlib plots embedded as base64 PNGs.
 
@@ -33,7 +36,13 @@ from typing import Any
 
 from dqrelease.outputs.private_files import write_internal
 from dqrelease.outputs.report.charts import draw, warm_up
-from dqrelease.outputs.report.data import INTERNAL_BANNER, build_error_report, gaussian_baseline_rho, release_answers
+from dqrelease.outputs.report.data import (
+    INTERNAL_BANNER,
+    build_error_report,
+    gaussian_baseline_rho,
+    n_status,
+    release_answers,
+)
 from dqrelease.outputs.report.formatting import fmt
 from dqrelease.outputs.report.render import render_html, render_markdown
 
@@ -42,6 +51,7 @@ __all__ = [
     "build_error_report",
     "fmt",
     "gaussian_baseline_rho",
+    "n_status",
     "release_answers",
     "render_html",
     "render_markdown",

@@ -20,13 +20,20 @@ from matplotlib.ticker import LogLocator
 from dqrelease.outputs.report.formatting import fmt
 from dqrelease.runtime import side_process
 
-__all__ = ["CHARTS", "MAX_HEATMAP_COLUMNS", "MAX_PANELS", "draw", "warm_up"]
+__all__ = ["CHARTS", "MAX_HEATMAP_COLUMNS", "MAX_PANELS", "TOP_VALUES", "WORST_MARGINALS", "column_panel", "draw",
+           "warm_up"]
 
 CHARTS = ("columns", "column_tvd", "pairs", "workload", "marginals", "rounds", "solver")
 """The charts :func:`draw` returns, by name (the pages' templates look them up by these names)."""
 
 MAX_PANELS = 30
 """Columns drawn as small multiples (the largest TVDs first when the schema has more)."""
+
+TOP_VALUES = 12
+"""Bars a column's panel draws at most: a wider column shows 11 values and one "other" bar (:func:`column_panel`)."""
+
+WORST_MARGINALS = 15
+"""Workload marginals the report's worst-marginals chart and table show (the worst first): one number for both."""
 
 MAX_HEATMAP_COLUMNS = 100
 """Above this many columns the pair heat map becomes a histogram of the pairs' TVDs."""
@@ -58,59 +65,85 @@ def _margins(figure: Figure, *, left: float, bottom: float, right: float = 0.2, 
 TRUE_COLOUR, OUR_COLOUR, BASELINE_COLOUR = "#9a9a9a", "#1f6fb4", "#d9822b"
 
 
-def _short(label: str, width: int = 16) -> str:
-    return label if len(label) <= width else label[: width - 1] + "…"
+def column_panel(column: dict[str, Any]) -> dict[str, Any]:
+    """What a column's panel draws: at most :data:`TOP_VALUES` bars, the rest added up in one "other" bar.
+
+    A column with more values keeps the ``TOP_VALUES - 1`` values with the largest true or published share and
+    its worst value, in the column's own order (buckets stay ordered), and adds up the others' shares in a last
+    bar ``other (k values)``. Labels are written whole.
+
+    Returns:
+        ``{"labels", "true", "published", "worst"}``: the bars' labels, shares, and the index of the worst value.
+    """
+    values, true, published = column["values"], column["true"], column["published"]
+    worst = values.index(column["worst_value"])
+    if len(values) <= TOP_VALUES:
+        return {"labels": list(values), "true": list(true), "published": list(published), "worst": worst}
+    by_share = sorted(range(len(values)), key=lambda i: -max(true[i], published[i]))
+    kept = sorted({worst, *[i for i in by_share if i != worst][: TOP_VALUES - 2]})
+    rest = [i for i in range(len(values)) if i not in set(kept)]
+    return {
+        "labels": [values[i] for i in kept] + [f"other ({len(rest)} values)"],
+        "true": [true[i] for i in kept] + [float(sum(true[i] for i in rest))],
+        "published": [published[i] for i in kept] + [float(sum(published[i] for i in rest))],
+        "worst": kept.index(worst),
+    }
 
 
 def _columns_plot(columns: list[dict[str, Any]], evaluated: str) -> str | None:
+    """Small multiples of horizontal bars, two panels a row, every label whole and horizontal."""
     if not columns:
         return None
     shown = sorted(columns, key=lambda c: -c["tvd"])[:MAX_PANELS] if len(columns) > MAX_PANELS else columns
-    per_row = 3
-    rows = math.ceil(len(shown) / per_row)
-    figure = Figure(figsize=(12, 2.6 * rows))
-    axes = figure.subplots(rows, per_row, squeeze=False)
-    for axis, column in zip(axes.ravel(), shown, strict=False):
-        k = len(column["values"])
-        x = np.arange(k)
-        top = max(max(column["true"]), max(column["published"]))
-        logarithmic = _dominated(column["true"])
+    panels = [column_panel(column) for column in shown]
+    per_row, fontsize, slot, gap = 2, 8, 0.3, 0.8  # slot: inches per value; gap: title and x labels between rows
+    rows = math.ceil(len(panels) / per_row)
+    bars = [max(len(p["labels"]) for p in panels[r * per_row:(r + 1) * per_row]) for r in range(rows)]
+    heights = [slot * k + 0.15 for k in bars]
+    label = _text_inches([text for p in panels for text in p["labels"]], fontsize) + 0.15
+    width, right = 12.0, 0.25
+    axis_width = (width - label - right - (per_row - 1) * (label + 0.35)) / per_row
+    total = sum(heights) + gap * (rows - 1) + 0.45 + 0.55
+    figure = Figure(figsize=(width, total))
+    axes = figure.subplots(rows, per_row, squeeze=False, gridspec_kw={"height_ratios": heights})
+    figure.subplots_adjust(left=label / width, right=1 - right / width, top=1 - 0.45 / total, bottom=0.55 / total,
+                           wspace=(label + 0.35) / axis_width, hspace=gap / (sum(heights) / rows))
+    for index, (axis, column, panel) in enumerate(zip(axes.ravel(), shown, panels, strict=False)):
+        k = len(panel["labels"])
+        y = np.arange(k)
+        top = max(max(panel["true"]), max(panel["published"]))
+        logarithmic = _dominated(panel["true"])
         if logarithmic:  # one value holds most records: a linear axis would hide every other value
-            positive = [v for v in (*column["true"], *column["published"]) if v > 0]
-            _log_scale(axis.yaxis)
-            bottom = max(min(positive) / 2, 1e-6)
-            axis.set_ylim(bottom, top * 1.5)
+            positive = [v for v in (*panel["true"], *panel["published"]) if v > 0]
+            _log_scale(axis.xaxis)
+            low = max(min(positive) / 2, 1e-6)
+            axis.set_xlim(low, top * 1.5)
         else:
-            bottom = 0.0
-            axis.set_ylim(0, top * 1.12 or 1)
-            axis.yaxis.set_major_formatter(_percent_formatter())
-        _bars(axis, x - 0.2, column["true"], bottom=bottom, facecolors=TRUE_COLOUR, label="true")
-        _bars(axis, x + 0.2, column["published"], bottom=bottom, facecolors=OUR_COLOUR, label=evaluated)
-        worst = column["values"].index(column["worst_value"])
-        _bars(axis, [worst + 0.2], [column["published"][worst]], bottom=bottom, facecolors=OUR_COLOUR,
+            low = 0.0
+            axis.set_xlim(0, top * 1.12 or 1)
+            axis.xaxis.set_major_formatter(_percent_formatter())
+        _bars(axis, y - 0.2, panel["true"], bottom=low, horizontal=True, facecolors=TRUE_COLOUR, label="true")
+        _bars(axis, y + 0.2, panel["published"], bottom=low, horizontal=True, facecolors=OUR_COLOUR, label=evaluated)
+        worst = panel["worst"]
+        _bars(axis, [worst + 0.2], [panel["published"][worst]], bottom=low, horizontal=True, facecolors=OUR_COLOUR,
               edgecolors="#c0392b", linewidths=1.5)
-        axis.set_xlim(-0.4 - 0.05 * k, k - 0.6 + 0.05 * k)  # about the margins ``bar`` leaves
+        axis.set_ylim(bars[index // per_row] - 0.5, -0.5)  # the first value on top; bars as thick in every panel
         scale = ", log scale" if logarithmic else ""
-        axis.set_title(f"{column['column']}  (TVD {fmt(column['tvd'], 2)}{scale})", fontsize=9, y=1.0)
-        axis.set_xticks(x)
-        axis.set_xticklabels([_short(v, 12) for v in column["values"]], rotation=90,
-                             fontsize=7 if k <= 16 else 5)
-        axis.tick_params(axis="y", labelsize=7)
+        axis.set_title(f"{column['column']}  (TVD {fmt(column['tvd'], 2)}{scale})", fontsize=9, loc="left")
+        axis.set_yticks(y)
+        axis.set_yticklabels(panel["labels"], fontsize=fontsize)
+        axis.tick_params(axis="x", labelsize=7)
     for axis in axes.ravel()[len(shown):]:
         axis.set_visible(False)
-    axes.ravel()[0].legend(fontsize=7, loc="upper right")
-    # fixed spacing (room for the rotated value labels) instead of tight_layout: laying out thousands of tick
-    # labels twice took most of the report's time
-    height = 2.6 * rows
-    figure.subplots_adjust(left=0.05, right=0.99, top=1 - 0.35 / height, bottom=0.9 / height, wspace=0.22,
-                           hspace=0.85)
+    axes.ravel()[0].legend(fontsize=7, loc="lower right")
     return _png(figure)
 
 
-def _bars(axis, x, heights, *, bottom: float, width: float = 0.4, **style: Any) -> None:
+def _bars(axis, x, heights, *, bottom: float, width: float = 0.4, horizontal: bool = False, **style: Any) -> None:
     """Bars from ``bottom`` as one collection (``Axes.bar`` makes a patch per bar: most of a chart's time).
 
-    The axis's limits are left to the caller.
+    ``horizontal``: ``x`` are the bars' positions on the y axis and ``heights`` their lengths along x. The axis's
+    limits are left to the caller.
     """
     from matplotlib.collections import PolyCollection
 
@@ -119,6 +152,8 @@ def _bars(axis, x, heights, *, bottom: float, width: float = 0.4, **style: Any) 
     low = np.full_like(left, bottom)
     corners = np.stack([np.stack(pair, axis=1) for pair in
                         ((left, low), (left, top), (left + width, top), (left + width, low))], axis=1)
+    if horizontal:
+        corners = corners[:, :, ::-1]
     axis.add_collection(PolyCollection(corners, **{"edgecolors": "none", **style}), autolim=False)
 
 
@@ -246,31 +281,46 @@ def _workload_plot(errors: dict[str, dict[str, float] | None]) -> str | None:
     return _png(figure)
 
 
-def _rounds_plot(rounds: list[dict[str, Any]]) -> str | None:
+def _rounds_plot(rounds: list[dict[str, Any]], stages: dict[str, str], published: dict[str, Any] | None,
+                 published_label: str) -> str | None:
+    """Error after each round, one line per stage, and a dashed line at the release's own figure.
+
+    The stages are the mechanism's own records and, with a table fit, the fitted table; the dashed line is the
+    published rows' (or the synthetic distribution's) figure, what the release is judged by.
+    """
     series = [(key, [r[key] for r in rounds]) for key in ("max_error", "mean_error")]
     series = [(key, values) for key, values in series if any(v for v in values if v is not None)]
     if not rounds or not series:
         return None
-    figure = Figure(figsize=(11, 3))
+    figure = Figure(figsize=(11, 3.2))
     axes = figure.subplots(1, len(series), squeeze=False).ravel()
-    x = [r["round"] for r in rounds]
-    for axis, (key, values) in zip(axes, series, strict=True):
-        positive = [v if v and v > 0 else np.nan for v in values]
-        axis.plot(x, positive, color=OUR_COLOUR, linewidth=1)
+    colours = {"mechanism": BASELINE_COLOUR, "table fit": OUR_COLOUR}
+    for axis, (key, _) in zip(axes, series, strict=True):
+        for stage, description in stages.items():
+            points = [(r["round"], r[key]) for r in rounds if r.get("stage", "mechanism") == stage]
+            if points:
+                x, values = zip(*points, strict=True)
+                axis.plot(x, [v if v and v > 0 else np.nan for v in values], color=colours[stage], linewidth=1,
+                          label=description)
+        figure_key = "workload_max_error" if key == "max_error" else "workload_mean_error"
+        final = (published or {}).get(figure_key)
+        if final:
+            axis.axhline(final, color=OUR_COLOUR, linestyle="--", linewidth=1, label=f"{published_label}: {fmt(final)}")
         _log_scale(axis.yaxis)
         axis.set_xlabel("round")
-        axis.set_title(f"{key.replace('_', ' ')} of the records so far (log scale)", fontsize=9)
+        axis.set_title(f"workload {key.replace('_', ' ')} (log scale)", fontsize=9)
+        axis.legend(fontsize=7, loc="best")
     _margins(figure, left=0.6, bottom=0.5, wspace=0.2)
     return _png(figure)
 
 
 def _marginals_plot(per_marginal: list[dict[str, Any]]) -> str | None:
-    top = per_marginal[:25]
+    top = per_marginal[:WORST_MARGINALS]
     if not top:
         return None
     figure = Figure(figsize=(7, max(2.5, 0.24 * len(top) + 0.8)))
     axis = figure.subplots()
-    labels = [_short(m["marginal"], 48) for m in top]
+    labels = [m["marginal"] for m in top]
     axis.barh(labels, [m["max_error"] for m in top], color=OUR_COLOUR)
     axis.invert_yaxis()
     axis.set_xlabel("largest error of one query of the marginal")
@@ -311,7 +361,9 @@ def draw(report: dict[str, Any]) -> dict[str, str | None]:
         "pairs": _pairs_plot(fidelity["pairs"], names),
         "workload": _workload_plot(report["errors"]),
         "marginals": _marginals_plot(report["per_marginal_max_error"]),
-        "rounds": _rounds_plot(report["error_by_round"]),
+        "rounds": _rounds_plot(report["error_by_round"], report["rounds_stages"],
+                               fidelity["results"].get(report["summary"]["headline_of"]),
+                               report["summary"]["headline_of"]),
         "solver": _solver_plot(report["solver"]["per_round_seconds"]) if report["solver"] else None,
     }
     return {"columns": columns.result(), **plots}

@@ -40,15 +40,69 @@ from dq_engine.privacy.public import largest_rho
 from dqrelease.outputs.report.formatting import fmt, pct
 
 __all__ = [
+    "COMPARED_FIGURES",
     "INTERNAL_BANNER",
+    "NEIGHBOURING",
+    "baseline_comparisons",
     "build_error_report",
+    "cited",
     "gaussian_baseline_rho",
+    "n_status",
     "release_answers",
+    "rounds_stages",
 ]
 
 INTERNAL_BANNER = (
     "INTERNAL - NOT FOR RELEASE: this report is computed on the true private data and is not differentially private."
 )
+
+COMPARED_FIGURES = {
+    "headline": "headline (worst of four)",
+    "worst_one_way_cell": "worst one-way cell",
+    "max_one_way_tvd": "largest one-way TVD",
+    "mean_one_way_tvd": "mean one-way TVD",
+    "max_two_way_tvd": "largest two-way TVD",
+    "mean_two_way_tvd": "mean two-way TVD",
+    "workload_max_error": "workload max error",
+    "workload_mean_error": "workload mean error",
+    "workload_rmse": "workload RMSE",
+}
+"""The error figures the release is compared with every baseline on, by key of the fidelity results, with their
+names. A baseline is compared on a figure only where it has one (answers-only baselines: the workload's three);
+the headline only where a baseline has all four of its parts, so that like is compared with like."""
+
+REFERENCES = {
+    "Gaboardi et al. 2014": (
+        "Gaboardi, Gallego Arias, Hsu, Roth, Wu 2014: Dual Query: Practical Private Query Release for High "
+        "Dimensional Data"
+    ),
+    "Vietri, Tian, Bun, Steinke, Wu 2020": (
+        "Vietri, Tian, Bun, Steinke, Wu 2020: New Oracle-Efficient Algorithms for Private Synthetic Data Release"
+    ),
+    "Hardt, Ligett": (
+        "Hardt, Ligett, McSherry 2012: A Simple and Practical Algorithm for Differentially Private Data Release"
+    ),
+    "Bun and Steinke 2016": (
+        "Bun, Steinke 2016: Concentrated Differential Privacy: Simplifications, Extensions, and Lower Bounds"
+    ),
+    "Canonne, Kamath, Steinke 2020": "Canonne, Kamath, Steinke 2020: The Discrete Gaussian for Differential Privacy",
+    "minimax distortion of query-set-independent mechanisms": (
+        "Minimax distortion of query-set-independent mechanisms (no authors or year in the project's copy): "
+        "randomized response over the record domain and its unbiased estimators"
+    ),
+}
+"""The papers the report may cite, by the short form its texts use (authors and year), in full: authors, year,
+title. The report lists those its texts cite (:func:`cited`)."""
+
+RELEASE_LABELS = ("synthetic", "published rows")
+"""The fidelity results of the release itself; every other result is a baseline."""
+
+NEIGHBOURING = {
+    "replace-one": "replace-one: neighbouring data sets have the same number of records and differ in one record's "
+    "values",
+    "add-remove": "add-remove: neighbouring data sets differ by one record added or removed",
+}
+"""The summary's words for ``privacy.neighbouring``."""
 
 FEW_DISTINCT_SHARE = 0.1
 """The summary warns when the published rows have fewer distinct rows than this share of the true table's
@@ -57,8 +111,8 @@ distinct rows (of the published rows when the true table's are not counted, e.g.
 DEFINITIONS = {
     "synthetic": (
         "the mechanism's output: its synthetic records (weighted when the mechanism gives weights), the "
-        "distribution the published rows are drawn from. For randomized response, the answers of seed 003's "
-        "unbiased estimator applied to the randomized records."
+        "distribution the published rows are drawn from. For randomized response, the answers of the unbiased "
+        "estimator of 'minimax distortion of query-set-independent mechanisms' applied to the randomized records."
     ),
     "published rows": "the rows of the released synthetic table, as a user downloads them.",
     "positive queries": (
@@ -77,6 +131,11 @@ DEFINITIONS = {
         "likely), and independent Laplace or Gaussian noise added to each workload marginal (answers only, not "
         "rows, so only their workload figures exist)."
     ),
+    "neighbouring relation": (
+        "which two data sets differential privacy keeps indistinguishable. Replace-one: data sets of the same size "
+        "that differ in one record's values (the number of records is public). Add-remove: data sets that differ "
+        "by one record added or removed (the number of records is private too)."
+    ),
 }
 """Plain-language definitions shown on the report's first screen."""
 
@@ -86,8 +145,9 @@ def release_answers(result: SynthesisResult, workload: Workload) -> tuple[np.nda
     """The workload answers the release gives, and how they are computed (one line for the report)."""
     if result.mechanism == "randomized_response":
         return estimate_answers(result, workload), (
-            "Answers: seed 003's unbiased estimator (eq. 12) applied to the randomized records; the raw answers "
-            "of those records (the published rows) are biased towards the uniform distribution."
+            "Answers: the unbiased estimator of 'minimax distortion of query-set-independent mechanisms' (its "
+            "equation 12) applied to the randomized records; the raw answers of those records (the published rows) "
+            "are biased towards the uniform distribution."
         )
     answers = MarginalIndex(workload).answers(result.records, result.weights)
     return answers, "Answers: the workload answers of the synthetic records."
@@ -193,25 +253,49 @@ def _parts(workload: Workload, truth: np.ndarray, answers: dict[str, np.ndarray]
     ]
 
 
-def _warnings(results: dict[str, Fidelity], published: Fidelity | None, true_distinct: int | None) -> list[str]:
+def baseline_comparisons(results: dict[str, dict[str, Any]], ours: str) -> list[dict[str, Any]]:
+    """Every baseline that beats the release ``ours`` on some figure of :data:`COMPARED_FIGURES`.
+
+    Args:
+        results: The fidelity results by label, as the report's JSON holds them (``fidelity.results``).
+        ours: The label of the release's result compared (``"published rows"``, or ``"synthetic"`` when
+            nothing is published).
+
+    Returns:
+        One entry per such baseline, in the results' order: ``{"baseline", "answers_only", "figures": [{"figure",
+        "name", "baseline", "release"}]}``, a figure where the baseline's value is strictly smaller.
+    """
+    release = results[ours]
+    beaten = []
+    for label, baseline in results.items():
+        if label in RELEASE_LABELS:
+            continue
+        answers_only = baseline["max_one_way_tvd"] is None
+        figures = [
+            {"figure": key, "name": name, "baseline": baseline[key], "release": release[key]}
+            for key, name in COMPARED_FIGURES.items()
+            if not (key == "headline" and answers_only)
+            and baseline[key] is not None and release[key] is not None and baseline[key] < release[key]
+        ]
+        if figures:
+            beaten.append({"baseline": label, "answers_only": answers_only, "figures": figures})
+    return beaten
+
+
+def _comparison_warning(beaten: dict[str, Any], ours: str) -> str:
+    figures = "; ".join(f"{f['name']} {fmt(f['baseline'])} against {fmt(f['release'])}" for f in beaten["figures"])
+    kind = " (noisy answers to the workload's marginals, not rows)" if beaten["answers_only"] else ""
+    return f"The {beaten['baseline']} baseline{kind} beats the {ours} at the same budget on: {figures}."
+
+
+def _warnings(
+    results: dict[str, Fidelity], published: Fidelity | None, true_distinct: int | None,
+    beaten: list[dict[str, Any]],
+) -> list[str]:
     """Plain-language warnings about the published rows (or the synthetic answers when nothing is published)."""
     ours = published or results["synthetic"]
     name = ours.label
-    notes = []
-    uniform = results["uniform"]
-    if ours.headline is not None and uniform.headline is not None and ours.headline >= uniform.headline:
-        notes.append(
-            f"The {name} are no better than uniform random data: headline {fmt(ours.headline)} against "
-            f"{fmt(uniform.headline)} for uniform."
-        )
-    mean = (ours.workload or {}).get("mean_error")
-    for trivial in ("zeros", "uniform"):
-        other = (results[trivial].workload or {}).get("mean_error")
-        if mean is not None and other is not None and mean >= other:
-            notes.append(
-                f"The {name}' mean workload error ({fmt(mean)}) is no better than publishing {trivial} "
-                f"({fmt(other)})."
-            )
+    notes = [_comparison_warning(b, name) for b in beaten]
     expected = min(true_distinct, ours.rows) if true_distinct and ours.rows else ours.rows
     if expected and ours.distinct_rows is not None and ours.distinct_rows < FEW_DISTINCT_SHARE * expected:
         truth = f" (the true table has {true_distinct:,})" if true_distinct else ""
@@ -220,22 +304,40 @@ def _warnings(results: dict[str, Fidelity], published: Fidelity | None, true_dis
             f"repeated row appears {ours.max_multiplicity:,} times. Analyses that count distinct records, fit "
             "models or look at rare combinations will mislead."
         )
-    best_noisy = min(
-        (r for label, r in results.items() if label.startswith("independent") and r.workload),
-        key=lambda r: r.workload["max_error"], default=None,
-    )
-    if best_noisy is not None and ours.workload and ours.workload["max_error"] > 2 * best_noisy.workload["max_error"]:
-        ratio = ours.workload["max_error"] / max(best_noisy.workload["max_error"], 1e-300)
-        notes.append(
-            f"Independent noisy marginals at the same budget ({best_noisy.label}) answer the workload "
-            f"{ratio:.1f} times more accurately (max error); they are answers, not synthetic rows."
-        )
     if ours.constraint_violations:
         notes.append(
             f"{ours.constraint_violations:,} {name} ({pct(ours.constraint_violation_share)}) break a declared "
             "constraint."
         )
     return notes
+
+
+def cited(*texts: str) -> list[str]:
+    """The full references (:data:`REFERENCES`) of the papers ``texts`` cite, in :data:`REFERENCES`' order."""
+    joined = " ".join(texts)
+    return [reference for short, reference in REFERENCES.items() if short in joined]
+
+
+def n_status(declared: int | str, n_epsilon: float = 0.0) -> str:
+    """The summary's words for how the number of records was known (``privacy.n`` and ``privacy.n_epsilon``)."""
+    if declared == "noisy":
+        return (
+            f"private: the release planned with a noisy count of the records (Laplace, epsilon {fmt(n_epsilon)}, "
+            "charged to the ledger); the true n is shown here because this report is internal"
+        )
+    return "public: declared in the config (privacy.n) and checked against the source, not estimated from the data"
+
+
+def rounds_stages(mechanism: str, parameters: dict[str, Any]) -> dict[str, str]:
+    """What each round's error curve shows, by diagnostics ``source`` class: ``"mechanism"`` and ``"table fit"``.
+
+    A mechanism with a table fit (a ``fit`` section in its parameters) first runs its own rounds, whose records
+    are not what is published, then fits a table to them; the published rows are drawn from the fitted table.
+    """
+    fit = parameters.get("fit")
+    if isinstance(fit, dict) and fit.get("rounds"):
+        return {"mechanism": f"{mechanism}'s own records, before the table fit", "table fit": "the fitted table"}
+    return {"mechanism": f"{mechanism}'s records so far"}
 
 
 def build_error_report(
@@ -249,6 +351,8 @@ def build_error_report(
     release_name: str,
     run_id: str,
     delta: float,
+    neighbouring: str,
+    n_status: str,
     accounting: str = "tight",
     constraints: SupportsFeasible | None = None,
     true_answers: np.ndarray | None = None,
@@ -266,6 +370,9 @@ def build_error_report(
         release_name: Public name of the release.
         run_id: Run id.
         delta: The mechanism's target δ (sizes the Gaussian baseline when the cost is pure ε).
+        neighbouring: The neighbouring relation of the guarantee (``privacy.neighbouring``: ``"replace-one"``
+            or ``"add-remove"``).
+        n_status: How the number of records was known, in words (public and declared, or a charged noisy count).
         accounting: The accounting mode charged to the ledger (``costs[accounting]`` was charged).
         constraints: Declared constraints (an object with ``feasible(codes)``), or None.
         true_answers: The workload's exact answers if already computed.
@@ -300,6 +407,9 @@ def build_error_report(
     other_modes = {mode: cost for mode, cost in costs.items() if mode != accounting}
     rows_figures = published or synthetic
     true_distinct = None if data.codes is None else int(data.codes.shape[0])
+    evaluation = _evaluation_dict(reference, results)
+    beaten = baseline_comparisons(evaluation["results"], rows_figures.label)
+    stages = rounds_stages(result.mechanism, result.parameters)
     return {
         "banner": INTERNAL_BANNER,
         "release": release_name,
@@ -309,6 +419,8 @@ def build_error_report(
             "mechanism": result.mechanism,
             "mechanism_reference": _mechanism_reference(result.mechanism),
             "accounting": accounting,
+            "neighbouring": NEIGHBOURING[neighbouring],
+            "n_status": n_status,
             "epsilon": charged.epsilon,
             "delta": charged.delta,
             "rho": charged.rho,
@@ -323,8 +435,9 @@ def build_error_report(
             "headline_of": rows_figures.label,
             "headline": rows_figures.headline,
             "headline_figure": rows_figures.headline_figure,
-            "baseline_headlines": {b.label: b.headline for b in baselines},
-            "warnings": _warnings(results, published, true_distinct),
+            "baseline_headlines": {b.label: b.headline for b in baselines if b.one_way_tvd is not None},
+            "beaten_by": beaten,
+            "warnings": _warnings(results, published, true_distinct, beaten),
             "definitions": DEFINITIONS,
         },
         "parameters": result.parameters,
@@ -333,7 +446,7 @@ def build_error_report(
         "answers": answers_note,
         "errors": {label: r.workload for label, r in results.items()},
         "fidelity": {
-            **_evaluation_dict(reference, results),
+            **evaluation,
             "evaluated": shown.label,
             "columns": columns,
             "pairs": _pair_details(reference, shown) if shown.tables is not None else [],
@@ -342,10 +455,14 @@ def build_error_report(
         "workload_parts": _parts(workload, truth, {label: r.answers for label, r in results.items()}),
         "per_marginal_max_error": [{"marginal": names[i], "max_error": float(per_marginal[i])} for i in order],
         "error_by_round": [
-            {"round": d.round, "max_error": d.internal_max_error, "mean_error": d.internal_mean_error}
+            {"round": d.round, "stage": "table fit" if d.source == "mw" and "table fit" in stages else "mechanism",
+             "max_error": d.internal_max_error, "mean_error": d.internal_mean_error}
             for d in diagnostics
             if d.internal_max_error is not None
         ],
+        "rounds_stages": stages,
+        "references": cited(_mechanism_reference(result.mechanism), answers_note, *DEFINITIONS.values(),
+                            *(cost.method for cost in costs.values())),
         "solver": _solver(oracle_calls, solve_times) if has_oracle else None,
         "privacy": {mode: cost.as_dict() for mode, cost in costs.items()},
         "accounting": accounting,

@@ -34,7 +34,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from dqrelease.outputs.report.charts import MAX_HEATMAP_COLUMNS, MAX_PANELS
+from dqrelease.outputs.report.charts import MAX_HEATMAP_COLUMNS, MAX_PANELS, TOP_VALUES, WORST_MARGINALS
 from dqrelease.outputs.report.formatting import fmt, pct
 
 __all__ = ["environment", "html_escape", "html_text", "numeric_text", "parameter_rows", "render_html",
@@ -96,7 +96,8 @@ def environment() -> Environment:
     )
     env.filters.update(fmt=fmt, pct=pct, parameter_rows=parameter_rows, html_text=html_text, html_escape=html_escape)
     env.tests["numeric_text"] = numeric_text
-    env.globals.update(max_panels=MAX_PANELS, max_heatmap_columns=MAX_HEATMAP_COLUMNS)
+    env.globals.update(max_panels=MAX_PANELS, max_heatmap_columns=MAX_HEATMAP_COLUMNS, top_values=TOP_VALUES,
+                       worst_marginals=WORST_MARGINALS)
     return env
 
 
