@@ -15,6 +15,7 @@ tables (:class:`~dq_engine.data.marginal_tables.MarginalIndex`), never through t
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -312,10 +313,24 @@ def _warnings(
     return notes
 
 
+CITED_AS = {
+    "Gaboardi et al. 2014": re.compile(r"Gaboardi\b[^()]{0,40}?2014"),
+    "Vietri, Tian, Bun, Steinke, Wu 2020": re.compile(r"Vietri\b[^()]{0,40}?2020"),
+    "Hardt, Ligett": re.compile(r"Hardt, Ligett"),
+    "Bun and Steinke 2016": re.compile(r"\bBun (?:and|&) Steinke 2016"),
+    "Canonne, Kamath, Steinke 2020": re.compile(r"Canonne\b[^()]{0,40}?2020"),
+    "minimax distortion of query-set-independent mechanisms": re.compile(
+        r"minimax distortion of query-set-independent mechanisms", re.IGNORECASE
+    ),
+}
+"""How a text cites each paper of :data:`REFERENCES`: first author and year, in any of the short forms the method
+lines and the mechanisms' references use ("Vietri et al. 2020", "Vietri, Tian, Bun, Steinke, Wu 2020")."""
+
+
 def cited(*texts: str) -> list[str]:
     """The full references (:data:`REFERENCES`) of the papers ``texts`` cite, in :data:`REFERENCES`' order."""
     joined = " ".join(texts)
-    return [reference for short, reference in REFERENCES.items() if short in joined]
+    return [reference for short, reference in REFERENCES.items() if CITED_AS[short].search(joined)]
 
 
 def n_status(declared: int | str, n_epsilon: float = 0.0) -> str:
