@@ -14,6 +14,12 @@ def _describe_server(record: Any) -> str:
             f"started {record.started_at}; log {record.log})")
 
 
+def started_server_notice(record: Any) -> str:
+    """The one line ``run`` prints when it started the local Prefect server (which outlives the run)."""
+    return (f"started a local Prefect server in the background at {record.ui_url} (pid {record.pid}); it keeps "
+            "running for later runs: `dqrelease server status` shows it, `dqrelease server stop` stops it")
+
+
 def _configured_note() -> str | None:
     from dqrelease.runtime.prefect_server import configured_api_url
 
