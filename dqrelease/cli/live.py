@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from rich.console import Console
+from rich.live import Live
 from rich.progress import (
     BarColumn,
     Progress,
@@ -39,6 +40,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.spinner import Spinner
 from rich.text import Text
 
 from dqrelease.runtime import progress
@@ -130,7 +132,9 @@ class RunView:
         if self.mode != "terminal":
             yield
             return
-        with self.console.status(f"checking {config} and planning the release (nothing is read or charged yet)"):
+        text = f"checking {config} and planning the release (nothing is read or charged yet)"
+        # Live draws its first frame on entering (console.status waits for its refresh thread's first tick)
+        with Live(Spinner("dots", text=text), console=self.console, transient=True, refresh_per_second=12.5):
             yield
 
     def notice(self, text: str, *, style: str | None = None, quiet_too: bool = False) -> None:
