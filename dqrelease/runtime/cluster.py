@@ -122,7 +122,7 @@ def _progress_from_workers(address: str) -> Iterator[None]:
     from distributed import Client
 
     def deliver(event: tuple[float, dict]) -> None:
-        progress.emit(progress.StageEvent(**event[1]))
+        progress.emit(progress.StageEvent.from_message(event[1]))
 
     with Client(address, set_as_default=False) as client:
         client.subscribe_topic(PROGRESS_TOPIC, deliver)

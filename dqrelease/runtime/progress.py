@@ -84,6 +84,11 @@ class StageEvent:
         return {"stage": self.stage, "state": self.state, "done": self.done, "total": self.total,
                 "detail": self.detail}
 
+    @classmethod
+    def from_message(cls, message: dict[str, Any]) -> StageEvent:
+        """The event of :meth:`as_message`'s dict (keys a transport added, like Dask's ``worker``, are dropped)."""
+        return cls(**{key: message[key] for key in ("stage", "state", "done", "total", "detail") if key in message})
+
 
 ProgressSink = Callable[[StageEvent], None]
 _sinks: list[ProgressSink] = []

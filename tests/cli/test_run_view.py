@@ -40,6 +40,11 @@ def test_the_rounds_of_a_plan_with_a_table_fit_are_split_into_the_mechanism_and_
     assert stages.describe() == "3 rounds + 2 fit rounds"
 
 
+def test_an_event_survives_the_trip_through_a_dask_event_with_the_keys_dask_adds():
+    event = StageEvent(stage="fit", state="advanced", done=3, total=6, detail="measured marginal 2 (6 cells)")
+    assert StageEvent.from_message({**event.as_message(), "worker": "tcp://127.0.0.1:4567"}) == event
+
+
 def test_plain_lines_say_when_each_stage_starts_and_ends_and_a_later_stage_ends_an_earlier_one():
     view, out = _plain_view()
     with view.showing():
