@@ -127,16 +127,20 @@ def test_a_run_on_a_terminal_shows_something_within_a_second_then_the_plan_and_e
     assert "published" in output[max(ended):]
 
 
-def test_a_run_writing_to_pipes_prints_plain_lines_for_each_stage_in_order(tmp_path: Path):
+def _plain_run(tmp_path: Path, *extra: str) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    """Run the slice's release with stdout and stderr captured; return its plain progress lines (prefix removed)."""
     config = _workspace(tmp_path)
     result = subprocess.run(
-        [sys.executable, "-m", "dqrelease.cli", "run", str(config)], capture_output=True, text=True, cwd=tmp_path,
-        env=_environment(COLUMNS="80"), timeout=600, check=False,
+        [sys.executable, "-m", "dqrelease.cli", "run", str(config), *extra], capture_output=True, text=True,
+        cwd=tmp_path, env=_environment(COLUMNS="80"), timeout=900, check=False,
     )
     assert result.returncode == ExitCode.OK, result.stderr
     assert "\x1b[" not in result.stderr  # no redraws in a log
     lines = [line for line in result.stderr.splitlines() if re.match(PLAIN_PREFIX, line)]
-    events = [re.sub(PLAIN_PREFIX, "", line) for line in lines]
+    return [re.sub(PLAIN_PREFIX, "", line) for line in lines], result
+
+
+def _check_stages_in_order(events: list[str]) -> None:
     assert events[0].startswith("plan: release adult-test: dualquery, epsilon=")
     started = [event.split(":")[0] for event in events if ": started (" in event]
     done = [event.split(":")[0] for event in events if re.search(r": done \(\d+:\d\d:\d\d\)$", event)]
@@ -147,4 +151,17 @@ def test_a_run_writing_to_pipes_prints_plain_lines_for_each_stage_in_order(tmp_p
     assert any(event.startswith("fit: round ") for event in events)
     for event in events:  # n (1,500 here) may be private: no count from the data on any line
         assert not re.search(r"\b1,?500\b", event), event
+
+
+def test_a_run_writing_to_pipes_prints_plain_lines_for_each_stage_in_order(tmp_path: Path):
+    events, result = _plain_run(tmp_path)
+    _check_stages_in_order(events)
     assert result.stdout.splitlines()[0].startswith("release adult-test-")
+
+
+@pytest.mark.slow
+def test_a_dask_run_shows_the_same_stages_and_the_workers_rounds_without_log_noise(tmp_path: Path):
+    events, result = _plain_run(tmp_path, "--dask", "local:1")
+    _check_stages_in_order(events)  # the rounds come from the worker process
+    others = [line for line in result.stderr.splitlines() if not re.match(PLAIN_PREFIX, line)]
+    assert others == []  # no Prefect INFO line, no "Sending large graph", no "Worker process still alive"
