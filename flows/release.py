@@ -22,6 +22,9 @@ Invariant: no flow here takes a switch that turns charging off, a seed, or a pla
 with a :class:`~dqrelease.ledger.grants.MechanismGrant`, issued after the ledger committed the run's charge or for a
 checked replay.
 
+Progress: each stage is announced to :mod:`dqrelease.runtime.progress` (``progress.stage(...)`` around its tasks;
+the synthesize task reports the rounds), which ``dqrelease run`` shows; without a registered sink nothing is shown.
+
 Usable from other Prefect flows: ``from dqrelease.flows.release import release``. To run on Dask, call
 :func:`run_release` (or ``dqrelease run --dask ADDRESS``), which attaches a ``DaskTaskRunner``.
 """
