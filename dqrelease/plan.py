@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = [
     "accuracy_targets",
     "build_workload",
-    "check_budget",
     "check_release_utility",
     "count_event",
     "ledger_amounts",
@@ -267,23 +266,3 @@ def ledger_amounts(plan: ReleasePlan) -> tuple[Fraction, Fraction, Fraction | No
     epsilon = basic_composition_exact(list(plan.events)) if is_basic_composition else rounded_up(cost.epsilon)
     return epsilon, Fraction(cost.delta), rounded_up(cost.rho)
 
-
-def check_budget(config: ReleaseConfig, plan: ReleasePlan) -> None:
-    """Refuse ``plan`` when its charge (:func:`ledger_amounts`) does not fit the dataset's remaining budget.
-
-    Reads the ledger only: ``dqrelease run`` calls it before Prefect starts and the flow before the data is read
-    (``n`` public); the charge itself is made after the validation and checks again.
-
-    Raises:
-        BudgetRefusedError: The charge's one-line refusal (exit code 4), as the ledger's charge gives it.
-        LedgerError: The ledger file cannot be read.
-    """
-    from dqrelease.ledger import Ledger, ledger_file_errors
-
-    epsilon, delta, rho = ledger_amounts(plan)
-    settings = config.ledger
-    initial = None if settings.initial_cap_epsilon is None else (settings.initial_cap_epsilon,
-                                                                  settings.initial_cap_delta)
-    with ledger_file_errors(settings.path):
-        Ledger(settings.path).check_charge(settings.dataset_id, epsilon=epsilon, delta=delta, rho=rho,
-                                           initial_cap=initial)

@@ -14,10 +14,11 @@ from dqrelease.inputs.config import ReleaseConfig, config_hash
 from dqrelease.inputs.encoding import domain_from_columns
 from dqrelease.inputs.schema import Schema
 from dqrelease.ledger import Ledger, ledger_file_errors
+from dqrelease.ledger.budget_check import check_budget
 from dqrelease.mechanisms import ReleasePlan
 from dqrelease.outputs.replay import ReplayTarget
 from dqrelease.outputs.runs import RunContext
-from dqrelease.plan import build_workload, check_budget, count_event, ledger_amounts, plan_release, planning_n
+from dqrelease.plan import build_workload, count_event, ledger_amounts, plan_release, planning_n
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 
 
@@ -35,7 +36,7 @@ def check_ledger(config: ReleaseConfig, plan: ReleasePlan | None = None) -> None
     """Read the dataset's budget before the private data is read: a ledger that cannot be used stops the run here.
 
     A missing ledger is fine (the charge creates it). With ``plan`` (``n`` public: the cost is known) the ledger
-    must also hold its cost (:func:`dqrelease.plan.check_budget`); nothing is charged here.
+    must also hold its cost (:func:`dqrelease.ledger.budget_check.check_budget`); nothing is charged here.
 
     Raises:
         LedgerError: The ledger file is damaged, locked past the timeout, or written by a newer dqrelease.

@@ -87,7 +87,7 @@ def _check_before_run(
 
         check_release_utility(loaded, planned, n=int(loaded.privacy.n), workload=workload)
     if planned is not None:
-        from dqrelease.plan import check_budget
+        from dqrelease.ledger.budget_check import check_budget
 
         check_budget(loaded, planned)
     address = dask or loaded.run.dask_address

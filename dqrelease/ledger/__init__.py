@@ -17,6 +17,8 @@ One concept per module:
 * :mod:`dqrelease.ledger.composition`: the composition rule that refuses a charge, and the refusal messages.
 * :mod:`dqrelease.ledger.store`: the DuckDB file: connections, process and thread locking, transactions,
   schema versions and migrations, rows in and out.
+* :mod:`dqrelease.ledger.budget_check`: whether the remaining budget pays for a release's plan, checked before the
+  run reads its data (:meth:`Ledger.check_charge`, read-only).
 """
 
 from __future__ import annotations

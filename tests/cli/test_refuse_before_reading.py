@@ -60,7 +60,7 @@ def test_a_dataset_without_a_cap_is_refused_before_the_source_is_read(tmp_path: 
 def test_a_release_within_the_configured_initial_cap_is_not_refused_by_the_check(tmp_path: Path, ingest_calls):
     from dqrelease.cli.app import _load
     from dqrelease.cli.release import _plan_public
-    from dqrelease.plan import check_budget
+    from dqrelease.ledger.budget_check import check_budget
 
     loaded, schema = _load(_workspace(tmp_path, cap="initial_cap_epsilon = 5.0\ninitial_cap_delta = 1e-5"))
     _, _, planned = _plan_public(loaded, schema)
