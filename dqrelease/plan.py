@@ -265,3 +265,4 @@ def ledger_amounts(plan: ReleasePlan) -> tuple[Fraction, Fraction, Fraction | No
     )
     epsilon = basic_composition_exact(list(plan.events)) if is_basic_composition else rounded_up(cost.epsilon)
     return epsilon, Fraction(cost.delta), rounded_up(cost.rho)
+

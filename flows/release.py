@@ -22,6 +22,9 @@ Invariant: no flow here takes a switch that turns charging off, a seed, or a pla
 with a :class:`~dqrelease.ledger.grants.MechanismGrant`, issued after the ledger committed the run's charge or for a
 checked replay.
 
+Progress: each stage is announced to :mod:`dqrelease.runtime.progress` (``progress.stage(...)`` around its tasks;
+the synthesize task reports the rounds), which ``dqrelease run`` shows; without a registered sink nothing is shown.
+
 Usable from other Prefect flows: ``from dqrelease.flows.release import release``. To run on Dask, call
 :func:`run_release` (or ``dqrelease run --dask ADDRESS``), which attaches a ``DaskTaskRunner``.
 """
@@ -47,6 +50,7 @@ from dqrelease.mechanisms import ReleasePlan
 from dqrelease.outputs.replay import check_inputs_unchanged, prepare_replay
 from dqrelease.outputs.runs import RunContext, new_run, run_seed
 from dqrelease.plan import check_release_utility
+from dqrelease.runtime import progress
 from dqrelease.runtime.schedules import one_release_per_dataset
 from dqrelease.tasks.common import failures_not_persisted
 from dqrelease.tasks.outputs import (
@@ -103,9 +107,11 @@ def _streams(seed: int) -> dict[str, np.random.Generator]:
 
 def _read_private(config: ReleaseConfig, schema: Schema, run: RunContext) -> Dataset:
     """Ingest, validate and discretize the private table (marked with the config's neighbouring relation)."""
-    rows = ingest_raw(config, schema, run)
-    validate_raw(config, schema, run, rows)
-    return discretize_raw(schema, run).with_neighbouring(config.privacy.neighbouring)
+    with progress.stage("ingest"):
+        rows = ingest_raw(config, schema, run)
+    with progress.stage("validate"):
+        validate_raw(config, schema, run, rows)
+        return discretize_raw(schema, run).with_neighbouring(config.privacy.neighbouring)
 
 
 def _dataset_of(config_path: str, **_: Any) -> str:
@@ -132,7 +138,9 @@ def _prepare(
     plan = plan_privacy(config, int(config.privacy.n), workload) if config.privacy.n != "noisy" else None
     if plan is not None and not accept_low_utility:  # refused before anything is read or charged
         check_release_utility(config, plan, n=plan.n, workload=workload)
-    check_ledger(config)  # before the data is read: output folder, working database (new_run) and ledger usable
+    # before the data is read: output folder, working database (new_run) and ledger usable; with n public the
+    # ledger must also hold the plan's cost (the charge itself comes after the validation)
+    check_ledger(config, plan)
     run = new_run(config, output=Path(output_directory) if output_directory else None)
     receipts: list[dict[str, Any]] = []
     try:
@@ -141,15 +149,17 @@ def _prepare(
         seed_file = str(run.write_seed(seed)) if run.seeded else None
         data = _read_private(config, schema, run)
         if plan is None:  # n is private: charge and release a noisy count, then plan with its lower bound
-            count_receipt, n_plan = count_records(config, data, run, rngs["count"])
-            receipts.append(count_receipt)
-            plan = plan_privacy(config, n_plan, workload)
-            if not accept_low_utility:  # the forecast needs n: refused after the count, before the release's charge
-                check_release_utility(config, plan, n=n_plan, workload=workload)
-        receipts.append(charge_budget(config, plan, run))
-        grant = grant_after_charge(
-            config=config, plan=plan, workload=workload, receipt=receipts[-1], run_id=run.run_id
-        )
+            with progress.stage("count"):
+                count_receipt, n_plan = count_records(config, data, run, rngs["count"])
+                receipts.append(count_receipt)
+                plan = plan_privacy(config, n_plan, workload)
+                if not accept_low_utility:  # the forecast needs n: refused after the count, before the release's charge
+                    check_release_utility(config, plan, n=n_plan, workload=workload)
+        with progress.stage("charge"):
+            receipts.append(charge_budget(config, plan, run))
+            grant = grant_after_charge(
+                config=config, plan=plan, workload=workload, receipt=receipts[-1], run_id=run.run_id
+            )
     except BaseException as error:
         _abandon([run], receipts, error)
         raise
@@ -173,22 +183,25 @@ def _finish(prepared: _Prepared, result: SynthesisResult, true_answers: np.ndarr
     does not answer the workload on the private data again.
     """
     config, schema, run, plan = prepared.config, prepared.schema, prepared.run, prepared.plan
-    codes, frame = decode_synthetic(config, schema, result, plan, prepared.rngs["decode"])
-    # the synthetic table is validated (mostly in the side process) while the outputs are staged and the report is
-    # drawn; nothing is published before it passes
-    checked = check_synthetic.submit(config, schema, frame)
-    try:
-        outputs = stage_outputs(config, frame, run)
-        error_report(
-            config, prepared.data, prepared.workload, result, plan, codes, run, prepared.rngs["report"],
-            true_answers=true_answers,
-        )
-    finally:
-        checked.wait()
-    checked.result()
-    config_path = str(Path(prepared.config_path).resolve())
-    write_manifests(config, config_path, plan, prepared.receipts, outputs, len(frame), prepared.seed_file, run)
-    paths = publish_release(run)
+    with progress.stage("sample"):
+        codes, frame = decode_synthetic(config, schema, result, plan, prepared.rngs["decode"])
+    with progress.stage("report"):
+        # the synthetic table is validated (mostly in the side process) while the outputs are staged and the report
+        # is drawn; nothing is published before it passes
+        checked = check_synthetic.submit(config, schema, frame)
+        try:
+            outputs = stage_outputs(config, frame, run)
+            error_report(
+                config, prepared.data, prepared.workload, result, plan, codes, run, prepared.rngs["report"],
+                true_answers=true_answers,
+            )
+        finally:
+            checked.wait()
+        checked.result()
+    with progress.stage("publish"):
+        config_path = str(Path(prepared.config_path).resolve())
+        write_manifests(config, config_path, plan, prepared.receipts, outputs, len(frame), prepared.seed_file, run)
+        paths = publish_release(run)
     return {
         "run_id": run.run_id,
         **paths,
@@ -237,18 +250,25 @@ def release(
     )
     try:
         # the exact answers are computed once: the mechanism and the error report both use them
-        if dask_address is None:
-            answers = answer_partition(prepared.data, prepared.workload)
-            result = synthesize(prepared.grant, prepared.data, prepared.workload, prepared.rngs["mechanism"], answers)
-        else:
-            answers = _answers_on_cluster(prepared)
-            result = synthesize.submit(
-                prepared.grant, prepared.data, prepared.workload, prepared.rngs["mechanism"], answers, dask_address
-            ).result()
+        with progress.RoundStages.of(prepared.plan).running():
+            answers, result = _synthesize(prepared, dask_address)
         return _finish(prepared, result, answers)
     except BaseException as error:
         _abandon([prepared.run], prepared.receipts, error)
         raise
+
+
+def _synthesize(prepared: _Prepared, dask_address: str | None) -> tuple[np.ndarray, SynthesisResult]:
+    """The workload's exact answers and the mechanism's result (answering partitioned on a cluster)."""
+    if dask_address is None:
+        answers = answer_partition(prepared.data, prepared.workload)
+        result = synthesize(prepared.grant, prepared.data, prepared.workload, prepared.rngs["mechanism"], answers)
+        return answers, result
+    answers = _answers_on_cluster(prepared)
+    result = synthesize.submit(
+        prepared.grant, prepared.data, prepared.workload, prepared.rngs["mechanism"], answers, dask_address
+    ).result()
+    return answers, result
 
 
 @flow(name="dqrelease-release-many", persist_result=False, validate_parameters=False)

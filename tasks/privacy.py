@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any
 
-import duckdb
 import numpy as np
 from prefect import get_run_logger, task
 
 from dq_engine import Dataset, Workload
-from dqrelease.errors import LedgerError, UnchargedRunError
+from dqrelease.errors import UnchargedRunError
 from dqrelease.inputs.config import ReleaseConfig, config_hash
 from dqrelease.inputs.encoding import domain_from_columns
 from dqrelease.inputs.schema import Schema
-from dqrelease.ledger import Ledger
+from dqrelease.ledger import Ledger, ledger_file_errors
+from dqrelease.ledger.budget_check import check_budget
 from dqrelease.mechanisms import ReleasePlan
 from dqrelease.outputs.replay import ReplayTarget
 from dqrelease.outputs.runs import RunContext
@@ -33,30 +31,22 @@ def _ledger(config: ReleaseConfig) -> Ledger:
     return ledger
 
 
-@contextmanager
-def _ledger_file_errors(config: ReleaseConfig) -> Iterator[None]:
-    """A DuckDB error of the ledger's file (truncated, not a database) as a :class:`LedgerError` naming the file."""
-    try:
-        yield
-    except duckdb.Error as error:
-        raise LedgerError(
-            f"ledger {config.ledger.path} cannot be read ({type(error).__name__}: the file is damaged, e.g. "
-            "truncated, or is not a dqrelease ledger); restore it from a backup or fix ledger.path"
-        ) from None
-
-
 @task(name="check-ledger", **TASK_OPTIONS)
-def check_ledger(config: ReleaseConfig) -> None:
+def check_ledger(config: ReleaseConfig, plan: ReleasePlan | None = None) -> None:
     """Read the dataset's budget before the private data is read: a ledger that cannot be used stops the run here.
 
-    A missing ledger is fine (the charge creates it).
+    A missing ledger is fine (the charge creates it). With ``plan`` (``n`` public: the cost is known) the ledger
+    must also hold its cost (:func:`dqrelease.ledger.budget_check.check_budget`); nothing is charged here.
 
     Raises:
         LedgerError: The ledger file is damaged, locked past the timeout, or written by a newer dqrelease.
+        BudgetRefusedError: The plan's cost does not fit the dataset's remaining budget.
     """
     if config.ledger.path.exists():
-        with _ledger_file_errors(config):
+        with ledger_file_errors(config.ledger.path):
             Ledger(config.ledger.path).budgets(config.ledger.dataset_id)
+    if plan is not None:
+        check_budget(config, plan)
 
 
 @task(name="build-workload", **TASK_OPTIONS)
@@ -81,7 +71,7 @@ def plan_privacy(config: ReleaseConfig, n: int, workload: Workload) -> ReleasePl
 def charge_budget(config: ReleaseConfig, plan: ReleasePlan, run: RunContext) -> dict[str, Any]:
     """Commit the plan's cost to the ledger (refused if it would exceed the dataset's cap, or reuses a seed)."""
     epsilon, delta, rho = ledger_amounts(plan)
-    with _ledger_file_errors(config):
+    with ledger_file_errors(config.ledger.path):
         receipt = _ledger(config).charge(
             config.ledger.dataset_id, epsilon=epsilon, delta=delta, rho=rho, mode=plan.mode,
             mechanism=plan.mechanism, config_hash=config_hash(config), run_id=run.run_id,
@@ -100,7 +90,8 @@ def count_records(
     The charge is ``n_epsilon`` plus δ/2 (the probability that the count's lower bound fails).
     """
     event = count_event(config)
-    with _ledger_file_errors(config):  # both amounts are configured values, exact: ε as given, δ halved exactly
+    # both amounts are configured values, exact: ε as given, δ halved exactly
+    with ledger_file_errors(config.ledger.path):
         receipt = _ledger(config).charge(
             config.ledger.dataset_id, epsilon=Fraction(event.epsilon), delta=Fraction(config.privacy.delta) / 2,
             rho=None, mode=config.privacy.accounting, mechanism="laplace-count", config_hash=config_hash(config),

@@ -1,4 +1,4 @@
-"""The mechanism task (per-round progress without timings: Prefect artifact + CLI sink), partitioned answering.
+"""The mechanism task (per-round progress without timings: Prefect artifact, run log, progress events), answering.
 
 Both run uncached and unpersisted (see :mod:`tasks.common`): a replayed mechanism output would be a fresh
 draw the ledger never saw, and answers on the private data must never be stored.
@@ -14,6 +14,7 @@ from dq_engine import Dataset, RoundDiagnostics, SynthesisResult, Workload, answ
 from dqrelease.ledger.grants import MechanismGrant, granted_plan
 from dqrelease.mechanisms import RunInputs, run_mechanism
 from dqrelease.runtime import progress
+from dqrelease.runtime.cluster import forward_progress
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 
 
@@ -52,6 +53,9 @@ def synthesize(
     plan = granted_plan(grant)  # refuses anything but a MechanismGrant before the data is touched
     logger = get_run_logger()
     total = plan.progress_rounds
+    stages = progress.RoundStages.of(plan)
+    # on a Dask worker the events go to the client (the CLI's view); in the flow's process to its sinks
+    send = progress.emit if dask_address is None else forward_progress
     artifact = create_progress_artifact(0.0, description=f"{plan.mechanism}: rounds completed (%)")
     step = max(1, total // 50)
 
@@ -59,7 +63,7 @@ def synthesize(
         # no round times leave the process: they include work on the private data (docs/engine.md, "What timing
         # reveals"); the internal error report keeps them
         public = progress.without_timings(diagnostics.public())
-        progress.emit(diagnostics.round, total, public)
+        stages.report(diagnostics.round, public, send)
         if diagnostics.round % step == 0 or diagnostics.round == total:
             update_progress_artifact(artifact, 100.0 * diagnostics.round / total)
             logger.info("%s", progress.round_line(diagnostics.round, total, public))

@@ -1,7 +1,9 @@
 """The release commands: ``run``, ``plan``, ``verify`` and ``serve``.
 
-A config, schema, plan or manifest is checked before Prefect is imported, so a refusal costs about a second; the
-side process imports Great Expectations and matplotlib meanwhile (:data:`SIDE_PROCESS_WARM_UP`).
+A config, schema, plan or manifest is checked before Prefect is imported, so a refusal costs seconds; the
+side process imports Great Expectations and matplotlib meanwhile (:data:`SIDE_PROCESS_WARM_UP`). With ``n`` public
+``run`` also refuses a plan whose cost the ledger cannot pay, or whose forecast misses the accuracy targets, before
+Prefect starts and before any data is read. What ``run`` shows meanwhile: :mod:`dqrelease.cli.live`.
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ import contextlib
 import json
 import logging
 import os
+import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -32,6 +35,9 @@ from dqrelease.cli.app import (
     check_cron,
     console,
 )
+
+if TYPE_CHECKING:
+    from dqrelease.cli.live import RunView
 
 SIDE_PROCESS_WARM_UP = ("dqrelease.expectations.engine:warm_up",)
 """What the side process imports while a run starts: Great Expectations and its context (validation waits for it)."""
@@ -57,15 +63,17 @@ def _plan_public(loaded: Any, schema: Any) -> tuple[Any, Any, Any]:
 
 def _check_before_run(
     config: Path, dask: str | None, *, accept_low_utility: bool = False, seeded_test_or_audit: bool = False
-) -> Any:
+) -> tuple[Any, Any, Any]:
     """Refuse a missing or invalid config, schema, source path, plan or Dask address before Prefect starts.
 
-    A plan whose utility forecast is no better than publishing zeros or uniform data is refused too (exit 2,
-    nothing read or charged) unless ``accept_low_utility``, and so is a seeded config unless
-    ``seeded_test_or_audit``, or one whose seed the ledger already charged.
+    A plan whose utility forecast is no better than publishing zeros or uniform data, or misses the ``[accuracy]``
+    targets, is refused too (exit 2, nothing read or charged) unless ``accept_low_utility``, and so is a seeded
+    config unless ``seeded_test_or_audit``, or one whose seed the ledger already charged. With ``n`` public the
+    plan's cost must fit the ledger's remaining budget (exit 4, nothing read or charged; the run charges it after
+    the validation, as before).
 
     Returns:
-        The release config and its schema.
+        The release config, its schema and its plan (None when ``n`` is a noisy count).
     """
     loaded, schema = _load(config)
     from dqrelease.ledger.seeds import SEEDED_FLAG, check_seeded_release
@@ -80,11 +88,30 @@ def _check_before_run(
         from dqrelease.plan import check_release_utility
 
         check_release_utility(loaded, planned, n=int(loaded.privacy.n), workload=workload)
+    if planned is not None:
+        from dqrelease.ledger.budget_check import check_budget
+
+        check_budget(loaded, planned)
     address = dask or loaded.run.dask_address
     if address is not None:
         local_worker_count(address)
-    return loaded, schema
+    return loaded, schema, planned
 
+
+def _plan_line(loaded: Any, planned: Any) -> str:
+    """The run's first lasting line: the privacy cost, the accounting, the mechanism and its rounds (all public)."""
+    from dqrelease.plan import mechanism_budget
+    from dqrelease.runtime.progress import RoundStages
+
+    if planned is None:
+        epsilon, delta = mechanism_budget(loaded)
+        budget = "" if epsilon is None else f"epsilon={epsilon:.4g}, "
+        return (f"plan: release {loaded.name}: n is private, so a noisy count (epsilon={loaded.privacy.n_epsilon:.4g}) "
+                f"comes first, then {loaded.mechanism.name} within {budget}delta={delta:.3g} "
+                f"({loaded.privacy.accounting} accounting); its rounds are planned after the count")
+    cost = planned.charged
+    return (f"plan: release {loaded.name}: {planned.mechanism}, epsilon={cost.epsilon:.4g}, delta={cost.delta:.3g} "
+            f"({planned.mode} accounting), {RoundStages.of(planned).describe()}")
 
 class _QuietConsole(logging.Filter):
     """Keep Prefect's run logs off the terminal (they are in the Prefect server); keep other warnings.
@@ -103,24 +130,59 @@ PREFECT_SERVICE_LOGGERS = ("EventsWorker", "APILogWorker")
 """Loggers of Prefect's queue services (``prefect._internal.concurrency.services``), named after their classes."""
 
 
+WORKER_CONSOLE_LEVEL = ("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+"""Prefect's setting of its terminal handler's level (``logging.yml``), set for the processes a run starts (local Dask
+workers): their task-run INFO lines stay in the Prefect server (its API handler keeps every level)."""
+
+DASK_NOISE = (
+    # the client warns when a task's arguments (the private dataset) make a large graph: expected, not actionable
+    ("warning", r"Sending large graph of size"),
+    # the nanny logs at WARNING when it kills a local worker that has not exited within its timeout at shutdown
+    ("logger", "distributed.nanny"),
+)
+"""What a Dask run would print that says nothing to the operator (an error is still shown: loggers keep ERROR)."""
+
+
 @contextmanager
 def _quiet_prefect_console() -> Iterator[None]:
-    """Filter Prefect's terminal handler with :class:`_QuietConsole` (not with --debug or ``run --verbose``).
+    """Keep Prefect's run logs and Dask's routine warnings off the terminal (not with --debug or ``run --verbose``).
 
-    Call it after importing the flow: ``prefect.main`` configures logging when it is imported.
+    Prefect's terminal handler is filtered with :class:`_QuietConsole`; processes the run starts (local Dask
+    workers) get :data:`WORKER_CONSOLE_LEVEL`; :data:`DASK_NOISE` is silenced. Call it after importing the flow:
+    ``prefect.main`` configures logging when it is imported.
     """
     if _state["debug"] or _state["verbose"]:
         yield
         return
     from prefect.logging.handlers import PrefectConsoleHandler
 
+    with ExitStack() as stack:
+        name, level = WORKER_CONSOLE_LEVEL
+        if name not in os.environ:
+            os.environ[name] = level
+            stack.callback(os.environ.pop, name, None)
+        stack.enter_context(warnings.catch_warnings())
+        for kind, what in DASK_NOISE:
+            if kind == "warning":
+                warnings.filterwarnings("ignore", message=what, category=UserWarning)
+            else:
+                logger = logging.getLogger(what)
+                stack.callback(logger.setLevel, logger.level)
+                logger.setLevel(logging.ERROR)
+        stack.enter_context(_filtered_prefect_console(PrefectConsoleHandler))
+        yield
+
+
+@contextmanager
+def _filtered_prefect_console(handler_class: type) -> Iterator[None]:
+    """Filter every Prefect terminal handler (``handler_class``) with :class:`_QuietConsole` inside the block."""
     quiet = _QuietConsole()
     # Prefect's background services log "Still processing items: N items remaining..." while they drain at exit,
     # after this context has ended (their loggers are named after the class): only their errors are shown
     for service in PREFECT_SERVICE_LOGGERS:
         logging.getLogger(service).setLevel(logging.ERROR)
     loggers = [logging.getLogger(), *(logging.getLogger(name) for name in ("uvicorn", "fastapi"))]
-    handlers = {h for lg in loggers for h in lg.handlers if isinstance(h, PrefectConsoleHandler)}
+    handlers = {h for lg in loggers for h in lg.handlers if isinstance(h, handler_class)}
     for handler in handlers:
         handler.addFilter(quiet)
     try:
@@ -131,41 +193,35 @@ def _quiet_prefect_console() -> Iterator[None]:
 
 
 def _run_release(
-    config: Path, *, quiet: bool, dask: str | None = None, accept_low_utility: bool = False, seeded: bool = False
+    config: Path, *, view: RunView, dask: str | None = None, accept_low_utility: bool = False, seeded: bool = False
 ) -> dict:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    """Start Prefect (the ``start`` stage), then run the release flow while ``view`` shows its stages."""
+    from dqrelease.cli.server import started_server_notice
     from dqrelease.runtime import progress
     from dqrelease.runtime.prefect_server import prefect_api
 
     _prefect_environment()
-    api = prefect_api()  # a server started here starts while the flow's imports run
-    from dqrelease.flows.release import run_release
+    with view.showing(), ExitStack() as stack:
+        # ends when the flow's first stage starts: Prefect's imports, its server, the flow run and its planning
+        progress.emit(progress.StageEvent(stage="start", state="started"))
+        api = prefect_api()  # a server started here starts while the flow's imports run
+        if api.source == "started":
+            view.notice(started_server_notice(api.record), style="yellow", quiet_too=True)
+        from dqrelease.flows.release import run_release
 
-    # no bar when stderr is not a terminal (a log file or a pipe gets no redraw sequences)
-    bar = Progress(TextColumn("synthesizing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.fields[status]}"), console=console, disable=quiet or not console.is_terminal)
-    handle = {}
-
-    def sink(done: int, total: int, public: dict) -> None:
-        if "task" not in handle:
-            handle["task"] = bar.add_task("rounds", total=total, status="")
-        bar.update(handle["task"], completed=done, status=progress.describe_round(public))
-
-    progress.set_sink(sink)
-    try:
-        with api.connected(), _quiet_prefect_console(), bar:
-            return run_release(
-                str(config), dask_address=dask, accept_low_utility=accept_low_utility, seeded_test_or_audit=seeded
-            )
-    finally:
-        progress.clear_sink()
+        stack.enter_context(api.connected())
+        stack.enter_context(_quiet_prefect_console())
+        return run_release(
+            str(config), dask_address=dask, accept_low_utility=accept_low_utility, seeded_test_or_audit=seeded
+        )
 
 
 @app.command(cls=HelpConventions)
 def run(
     config: Annotated[Path, typer.Argument(metavar="CONFIG", help="Release config (TOML).")],
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="No plan line and no progress (a refusal or the result is still printed).")
+    ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", help="Also print Prefect's run logs (task states, rounds) on stderr.")
     ] = False,
@@ -196,21 +252,30 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run a release: ingest, validate, charge the budget, synthesize, publish."""
-    _state["verbose"] = verbose
-    from dqrelease.runtime import side_process
+    """Run a release: ingest, validate, charge the budget, synthesize, publish.
 
-    # Great Expectations and matplotlib are imported in the side process, on the other core, while this one checks
-    # the config and starts the run (a refusal kills it at once)
-    with _exit_codes(), side_process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE):
-        loaded, schema = _check_before_run(
-            config, dask, accept_low_utility=accept_low_utility, seeded_test_or_audit=seeded_test_or_audit
-        )
+    Shows the plan, then one line or bar per stage (:mod:`dqrelease.cli.live`).
+    """
+    _state["verbose"] = verbose
+    from dqrelease.cli.live import run_view
+
+    view = run_view(console, quiet=quiet)
+    with _exit_codes(), ExitStack() as stack:
+        with view.checking(config):
+            from dqrelease.runtime import side_process
+
+            # Great Expectations and matplotlib are imported in the side process, on the other core, while this one
+            # checks the config and starts the run (a refusal kills it at once)
+            stack.enter_context(side_process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE))
+            loaded, schema, planned = _check_before_run(
+                config, dask, accept_low_utility=accept_low_utility, seeded_test_or_audit=seeded_test_or_audit
+            )
+        view.notice(_plan_line(loaded, planned), style="bold")
         from dqrelease.expectations.validate import prepare_raw_suite
 
         prepare_raw_suite(schema)  # built in the side process right after its imports, before the data is read
         summary = _run_release(
-            config, quiet=quiet, dask=dask, accept_low_utility=accept_low_utility, seeded=seeded_test_or_audit
+            config, view=view, dask=dask, accept_low_utility=accept_low_utility, seeded=seeded_test_or_audit
         )
     out = _stdout()
     cost = summary["privacy"][summary["accounting_mode"]]

@@ -22,6 +22,12 @@ def _export_line(api_url: str) -> str:
     return f"  export PREFECT_API_URL={api_url}   # for `prefect` commands against this server"
 
 
+def started_server_notice(record: Any) -> str:
+    """The one line ``run`` prints when it started the local Prefect server (which outlives the run)."""
+    return (f"started a local Prefect server in the background at {record.ui_url} (pid {record.pid}); it keeps "
+            "running for later runs: `dqrelease server status` shows it, `dqrelease server stop` stops it")
+
+
 def _configured_note() -> str | None:
     """What runs use when the user configured a Prefect API (None: dqrelease's own server), with its export line."""
     from dqrelease.runtime.prefect_server import configured_api_url

@@ -17,14 +17,20 @@ One concept per module:
 * :mod:`dqrelease.ledger.composition`: the composition rule that refuses a charge, and the refusal messages.
 * :mod:`dqrelease.ledger.store`: the DuckDB file: connections, process and thread locking, transactions,
   schema versions and migrations, rows in and out.
+* :mod:`dqrelease.ledger.budget_check`: whether the remaining budget pays for a release's plan, checked before the
+  run reads its data (:meth:`Ledger.check_charge`, read-only).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import duckdb
 
 from dqrelease.errors import BudgetRefusedError, ConfigInvalidError, LedgerError, LedgerLockedError
 from dqrelease.ledger import store
@@ -62,6 +68,7 @@ __all__ = [
     "LedgerLockedError",
     "Remaining",
     "Spent",
+    "ledger_file_errors",
 ]
 
 ACCOUNTING_MODES = ("paper", "tight")
@@ -208,6 +215,53 @@ class Ledger:
         after = Spent.of(dataset_id, [*history, charge])
         return ChargeReceipt(charge=charge, cap=cap, spent=after, remaining=Remaining.of(cap, after))
 
+    def check_charge(
+        self,
+        dataset_id: str,
+        *,
+        epsilon: Amount,
+        delta: Amount,
+        rho: Amount | None,
+        initial_cap: tuple[Amount, Amount] | None = None,
+    ) -> None:
+        """Refuse, reading only, a charge that :meth:`charge` would refuse now (before anything is read or charged).
+
+        The same rule and message as :meth:`charge`; nothing is written (a ledger file that does not exist yet is
+        not created). :meth:`charge` checks again in its transaction, so a charge committed meanwhile by another
+        run is still caught there.
+
+        Args:
+            dataset_id: Dataset to charge.
+            epsilon: ε of the planned charge.
+            delta: δ of the planned charge.
+            rho: ρ of the planned charge, or None.
+            initial_cap: ``(ε, δ)`` the run would set as the cap when the dataset has none (the release config's
+                ``ledger.initial_cap_*``), or None.
+
+        Raises:
+            BudgetRefusedError: The dataset has no cap (and no ``initial_cap``), or the charge does not fit.
+        """
+        _check_dataset_id(dataset_id)
+        request = charge_amounts(epsilon, delta, rho)
+        current: list[Cap] = []
+        history: list[Charge] = []
+        if self.path.exists():
+            with self._file.connection(reading=True) as con:
+                current = store.current_caps(con, dataset_id)
+                history = store.charges(con, dataset_id)
+        if current:
+            cap = current[0]
+        elif initial_cap is not None:
+            amounts = cap_amounts(*initial_cap, None)
+            cap = Cap(dataset_id=dataset_id, seq=0, set_at=store.utc_now(), epsilon=amounts[0], delta=amounts[1],
+                      rho=None)
+        else:
+            raise BudgetRefusedError(no_cap_message(dataset_id, self.path))
+        spent = Spent.of(dataset_id, history)
+        reasons = refusals(cap, spent, *request)
+        if reasons:
+            raise BudgetRefusedError(refusal_message(cap, spent, request, reasons, self.path))
+
     def check_seed(self, dataset_id: str, seed: int) -> None:
         """Refuse ``seed`` if a run already charged the dataset with it (before anything is read or charged).
 
@@ -250,6 +304,18 @@ class Ledger:
     def show(self, dataset_id: str | None = None) -> list[dict[str, Any]]:
         """JSON-friendly :meth:`budgets`: caps, totals, remaining and charges (``budget show --json``)."""
         return [budget.as_dict() for budget in self.budgets(dataset_id)]
+
+
+@contextmanager
+def ledger_file_errors(path: Path) -> Iterator[None]:
+    """A DuckDB error of the ledger file ``path`` (truncated, not a database) as a :class:`LedgerError` naming it."""
+    try:
+        yield
+    except duckdb.Error as error:
+        raise LedgerError(
+            f"ledger {path} cannot be read ({type(error).__name__}: the file is damaged, e.g. "
+            "truncated, or is not a dqrelease ledger); restore it from a backup or fix ledger.path"
+        ) from None
 
 
 def _check_dataset_id(dataset_id: str) -> None:

@@ -13,6 +13,10 @@ when no API is set); a remote cluster needs a Prefect server both sides can reac
 
 A scheduler address is reached (:func:`check_scheduler`, at most :data:`SCHEDULER_TIMEOUT` seconds) before the flow
 starts, so a cluster that does not answer stops the run before anything is read or charged.
+
+Progress: a task on a worker sends its :class:`~dqrelease.runtime.progress.StageEvent` s as Dask events
+(:func:`forward_progress`, topic :data:`PROGRESS_TOPIC`); :func:`dask_scheduler` subscribes to them and hands them to
+this process's progress sinks, so a Dask run shows the same stages and rounds as a local one.
 """
 
 from __future__ import annotations
@@ -23,8 +27,15 @@ from contextlib import ExitStack, contextmanager
 from types import ModuleType
 
 from dqrelease.errors import ConfigInvalidError
+from dqrelease.runtime import progress
 
-__all__ = ["SCHEDULER_TIMEOUT", "check_scheduler", "dask_executor", "dask_scheduler", "local_worker_count"]
+__all__ = [
+    "PROGRESS_TOPIC", "SCHEDULER_TIMEOUT", "check_scheduler", "dask_executor", "dask_scheduler", "forward_progress",
+    "local_worker_count",
+]
+
+PROGRESS_TOPIC = "dqrelease-progress"
+"""Dask event topic of the progress events that tasks on workers send to the client."""
 
 DEFAULT_LOCAL_WORKERS = 2
 
@@ -90,6 +101,7 @@ def dask_scheduler(address: str) -> Iterator[str]:
     with ExitStack() as stack:
         if workers is None:
             check_scheduler(address)
+            stack.enter_context(_progress_from_workers(address))
             yield address
             return
         LocalCluster = _distributed().LocalCluster  # noqa: N806 - a class
@@ -100,7 +112,34 @@ def dask_scheduler(address: str) -> Iterator[str]:
         cluster = stack.enter_context(
             LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
         )
+        stack.enter_context(_progress_from_workers(cluster.scheduler_address))
         yield cluster.scheduler_address
+
+
+@contextmanager
+def _progress_from_workers(address: str) -> Iterator[None]:
+    """Inside the block the progress events workers send (:func:`forward_progress`) reach this process's sinks."""
+    from distributed import Client
+
+    def deliver(event: tuple[float, dict]) -> None:
+        progress.emit(progress.StageEvent.from_message(event[1]))
+
+    with Client(address, set_as_default=False) as client:
+        client.subscribe_topic(PROGRESS_TOPIC, deliver)
+        try:
+            yield
+        finally:
+            client.unsubscribe_topic(PROGRESS_TOPIC)
+
+
+def forward_progress(event: progress.StageEvent) -> None:
+    """Send ``event`` to the client's sinks: as a Dask event inside a worker, else to this process's sinks."""
+    if not _inside_dask_worker():
+        progress.emit(event)
+        return
+    from distributed import get_worker
+
+    get_worker().log_event(PROGRESS_TOPIC, event.as_message())
 
 
 def _inside_dask_worker() -> bool:

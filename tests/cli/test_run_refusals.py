@@ -1,20 +1,24 @@
 """Refusals inside a run (validation failure, budget refused) as a shell sees them: one line and the code.
 
 A refusal raised inside the Prefect flow used to print Prefect's two tracebacks and, at exit, DuckDB's
-"nanobind: leaked ..." warnings before the one useful line. The run is a fresh ``python -m dqrelease.cli``
-process talking to the session's Prefect test server (``PREFECT_API_URL``), releasing the Adult slice of
-``tests/adult_slice.py`` (the release-flow tests' config with a lower cap or an undeclared value).
+"nanobind: leaked ..." warnings before the one useful line. Besides that line, stderr holds only the run's plain
+progress lines (:mod:`dqrelease.cli.live`; a budget refused before the data is read comes before any of them). The
+run is a fresh ``python -m dqrelease.cli`` process talking to the session's Prefect test server
+(``PREFECT_API_URL``), releasing the Adult slice of ``tests/adult_slice.py`` (the release-flow tests' config with a
+lower cap or an undeclared value).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from dqrelease.cli.live import PLAIN_PREFIX
 from dqrelease.errors import ExitCode
 from tests.adult_slice import UNDECLARED_WORKCLASS, release_config, write_slice
 
@@ -51,9 +55,17 @@ def test_a_refusal_inside_a_run_is_one_line_on_stderr_and_its_exit_code(
     )
     assert result.returncode == code, result.stderr
     assert result.stdout == ""
-    [line] = result.stderr.splitlines()  # no traceback, no Prefect log, no "nanobind: leaked" warning
+    lines = result.stderr.splitlines()
+    progress = [line for line in lines if re.match(PLAIN_PREFIX, line)]
+    # no traceback, no Prefect log, no "nanobind: leaked" warning
+    [line] = [line for line in lines if not re.match(PLAIN_PREFIX, line)]
+    assert line == lines[-1]
     assert line.startswith("error: ") and words in line
-    assert UNDECLARED_WORKCLASS not in line
+    assert UNDECLARED_WORKCLASS not in result.stderr
+    if code == ExitCode.BUDGET_REFUSED:  # n is public: refused before the run starts, so before any progress
+        assert progress == []
+    else:
+        assert re.sub(PLAIN_PREFIX, "", progress[-1]) == "validate: stopped"
 
 
 def test_debug_shows_the_traceback_of_a_refusal(tmp_path: Path):

@@ -23,17 +23,18 @@ _TIMES = ("4.56", "3.45", "9.87", "9.88", "1.23", "7.65", "2.34", "2.35")
 @pytest.fixture
 def sink_calls():
     calls = []
-    progress.set_sink(lambda done, total, public: calls.append((done, total, public)))
+    progress.set_sink(calls.append)
     yield calls
     progress.clear_sink()
 
 
 def test_progress_sinks_get_no_timings(sink_calls):
-    progress.emit(3, 10, _diagnostics(3).public())
-    (done, total, public), = sink_calls
-    assert (done, total) == (3, 10)
-    assert not [key for key in public if key.endswith("_seconds")]
-    assert public["source"] == "cpsat" and public["status"] == "OPTIMAL"  # the rest is still there
+    progress.RoundStages(mechanism=10).report(3, _diagnostics(3).public())
+    (event,) = sink_calls
+    assert (event.stage, event.done, event.total) == ("mechanism", 3, 10)
+    assert event.detail == "oracle cpsat (OPTIMAL)"  # the public description is still there
+    assert not [key for key in event.as_message() if key.endswith("_seconds")]
+    assert not any(time in repr(event) for time in _TIMES)
 
 
 def test_the_synthesize_tasks_log_lines_carry_no_round_time(monkeypatch, sink_calls):
@@ -42,6 +43,7 @@ def test_the_synthesize_tasks_log_lines_carry_no_round_time(monkeypatch, sink_ca
     class _Plan:
         mechanism = "dualquery"
         progress_rounds = 2
+        fit = None
 
     def run_mechanism(grant, inputs):
         for round_number in (1, 2):
@@ -62,7 +64,6 @@ def test_the_synthesize_tasks_log_lines_carry_no_round_time(monkeypatch, sink_ca
     assert synthesize_module.synthesize.fn("grant", None, None, None) == "result"
 
     assert lines == ["round 1/2: oracle cpsat (OPTIMAL)", "round 2/2: oracle cpsat (OPTIMAL)"]
-    for _, _, public in sink_calls:
-        line = progress.describe_round(public)
-        assert not any(time in line for time in _TIMES)
-        assert not [key for key in public if key.endswith("_seconds")]
+    assert [event.done for event in sink_calls] == [1, 2]
+    for event in sink_calls:
+        assert not any(time in repr(event) for time in _TIMES)
