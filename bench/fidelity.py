@@ -136,6 +136,8 @@ class Loaded:
     constraints: Any
     config_keys: Any
     description: str
+    independent_pairs: frozenset[tuple[int, int]] | None = None
+    """Column pairs ``(i, j)``, ``i < j``, that the data's generator keeps independent, when it is known (bnlearn)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -217,7 +219,7 @@ def _bnlearn(network: str, rows: int) -> Callable[[bool], Loaded]:
     """``rows`` records forward-sampled from a bnlearn network (public seed), with the default workload."""
 
     def load(smoke: bool) -> Loaded:
-        from bench.bnlearn import SAMPLE_SEED, forward_sample, read_bif
+        from bench.bnlearn import SAMPLE_SEED, forward_sample, independent_pairs, read_bif
         from dqrelease.inputs.config import default_workload
         from dqrelease.inputs.data_home import DATA_FIX, shared_data_file
         from dqrelease.plan import build_workload
@@ -232,7 +234,7 @@ def _bnlearn(network: str, rows: int) -> Callable[[bool], Loaded]:
         data = Dataset.from_codes(domain, forward_sample(bif, count, make_rng(SAMPLE_SEED)))
         described = f"{network.upper()} (bnlearn), {count:,} records forward-sampled (seed {SAMPLE_SEED})"
         return Loaded(data=data, workload=build_workload(default_workload(), domain), constraints=None,
-                      config_keys=None, description=described)
+                      config_keys=None, description=described, independent_pairs=frozenset(independent_pairs(bif)))
 
     return load
 
