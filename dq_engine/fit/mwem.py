@@ -142,6 +142,9 @@ class MWEMConfig:
             ``measure_noise``; 0 = uniform prior, no cost.
         support_mix: Weight of the uniform distribution in the prior's mixture, in (0, 1].
         support_moves: Metropolis-Hastings sweeps per round after a resampling check (0 = fixed particles).
+        final_moves: With ``support="sampled"``, after the final sweeps: resample the particles to equal weights
+            and move them with this many Metropolis-Hastings sweeps (post-processing), so the published rows are
+            not copies of a few heavy particles; 0 = keep the weighted particles.
         seed_fraction: Share of the particles drawn from seed records given to :func:`mwem` (e.g. another
             synthesizer's output, :mod:`dq_engine.fit.table_fit`); the rest come from the prior. 0 without seeds.
         replay_prior: Also replay the prior's noisy one-way marginals (already charged as its measurement) in
@@ -168,6 +171,7 @@ class MWEMConfig:
     support_budget: float = 0.0
     support_mix: float = 0.5
     support_moves: int = 0
+    final_moves: int = 0
     seed_fraction: float = 0.0
     replay_prior: bool = False
     max_universe_log2: float = MAX_UNIVERSE_LOG2
@@ -211,6 +215,11 @@ class MWEMConfig:
             raise ConfigError(f"support_moves ({self.support_moves}) must be >= 0")
         if self.support_moves and self.output == "average":
             raise ConfigError("output 'average' needs fixed particles; set support_moves to 0")
+        if self.final_moves < 0:
+            raise ConfigError(f"final_moves ({self.final_moves}) must be >= 0")
+        if self.final_moves and (self.output == "average" or self.support != "sampled"):
+            raise ConfigError("final_moves moves sampled particles of the final output; set it to 0 with "
+                              "support='universe' or output='average'")
         if not 0 <= self.seed_fraction <= 1:
             raise ConfigError(f"seed_fraction ({self.seed_fraction}) must be in [0, 1]")
         if (self.seed_fraction or self.replay_prior) and self.support != "sampled":
@@ -482,6 +491,8 @@ def mwem(
         if progress is not None:
             progress(diagnostics[-1])
     final_sweeps = _final_sweeps(history, apply, config)
+    if config.final_moves and isinstance(distribution, ParticleDistribution):
+        distribution.rejuvenate(config.final_moves)
     final = average if average is not None else distribution.snapshot()
     codes, weights = distribution.records(final)
     events = mwem_events(config)
@@ -509,6 +520,7 @@ def mwem(
             "support_budget": config.support_budget,
             "support_mix": config.support_mix,
             "support_moves": config.support_moves,
+            "final_moves": config.final_moves,
             "seed_fraction": config.seed_fraction,
             "replay_prior": config.replay_prior,
         },

@@ -91,13 +91,36 @@ class ParticleDistribution:
 
     def refresh(self, moves: int) -> None:
         """Resample when the effective sample size is below half, then ``moves`` MH sweeps."""
+        if self.effective_size() < 0.5 * self.codes.shape[0]:
+            self._resample()
+        self._move(moves)
+
+    def rejuvenate(self, moves: int) -> None:
+        """Resample to equal weights, then ``moves`` MH sweeps: particles to publish rows from.
+
+        After the last updates the weights can sit on few particles, and a particle of weight ``k/n`` is published
+        ``k`` times: the published table then varies more than a sample of ``A`` would, on every marginal (pairs
+        that ``A`` keeps independent included). Resampling, then moving every particle with the kernel that
+        leaves ``A`` invariant, leaves equally weighted particles spread over ``A``'s records. Post-processing: it
+        reads ``θ``, the particles and public randomness only.
+        """
+        self._resample()
+        self._move(moves)
+
+    def effective_size(self) -> float:
+        """The weights' effective sample size ``1 / Σ p²`` (equal weights: the number of particles)."""
+        return float(1.0 / np.sum(self.p**2))
+
+    def _resample(self) -> None:
         r = self.codes.shape[0]
-        if 1.0 / np.sum(self.p**2) < 0.5 * r:
-            positions = (self.rng.random() + np.arange(r)) / r  # systematic resampling
-            chosen = np.minimum(np.searchsorted(np.cumsum(self.p), positions), r - 1)
-            self.codes = np.asfortranarray(self.codes[chosen])
-            self.p = np.full(r, 1.0 / r)
-            self._cells.clear()
+        positions = (self.rng.random() + np.arange(r)) / r  # systematic resampling
+        chosen = np.minimum(np.searchsorted(np.cumsum(self.p), positions), r - 1)
+        self.codes = np.asfortranarray(self.codes[chosen])
+        self.p = np.full(r, 1.0 / r)
+        self._cells.clear()
+
+    def _move(self, moves: int) -> None:
+        r = self.codes.shape[0]
         measured = sorted(self.theta)
         touching = {
             a: [m for m in measured if a in set(self.index.attributes[m].tolist())] for a in range(self.codes.shape[1])

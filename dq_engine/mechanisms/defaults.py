@@ -81,6 +81,9 @@ MWEM_PARTICLES_PRIOR_SHARE = 0.2
 """Share of ρ for the prior's noisy one-way marginals of MWEM on particles."""
 MWEM_PARTICLES_SUPPORT_SIZE = 200_000
 """Particles of MWEM on particles (about 1.6 MB per attribute as int64 codes)."""
+MWEM_PARTICLES_FINAL_MOVES = 0
+"""Metropolis-Hastings sweeps after resampling the particles to equal weights, once the final sweeps are done
+(:meth:`dq_engine.fit.particles.ParticleDistribution.rejuvenate`; post-processing)."""
 MWEM_PARTICLES_FINAL_SWEEPS = 100
 """Most sweeps over the whole measurement history after the last round (post-processing of the noisy measurements).
 
@@ -254,6 +257,7 @@ def mwem_particles_config(
         final_min_sweeps=MWEM_PARTICLES_FINAL_MIN_SWEEPS, final_tolerance=MWEM_PARTICLES_FINAL_TOLERANCE,
         support="sampled",
         support_size=MWEM_PARTICLES_SUPPORT_SIZE if support_size is None else support_size, support_mix=0.2,
-        support_moves=1, seed_fraction=seed_fraction, replay_prior=replay_prior, delta=public.delta,
+        support_moves=1, final_moves=MWEM_PARTICLES_FINAL_MOVES, seed_fraction=seed_fraction,
+        replay_prior=replay_prior, delta=public.delta,
         track_error=track_error, **budget,
     )
