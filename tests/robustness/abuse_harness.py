@@ -365,7 +365,14 @@ def all_of(*patterns: str) -> str:
 
 
 def stderr_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip()]
+    """Stderr's non-blank lines besides the run's plain progress lines (:data:`dqrelease.cli.live.PLAIN_PREFIX`).
+
+    Outside a terminal, ``run`` prints a line per stage as it goes; a refusal is the one line that is not one of
+    them (the progress lines are still checked for leaks with the rest of the output).
+    """
+    from dqrelease.cli.live import PLAIN_PREFIX
+
+    return [line for line in text.splitlines() if line.strip() and not re.match(PLAIN_PREFIX, line)]
 
 
 def expect_refusal(

@@ -224,7 +224,7 @@ REFUSALS = [
     pytest.param(truncated_parquet, r"could not be read as parquet", r"complete Parquet file",
                  id="truncated-parquet"),
     pytest.param(binary_junk, READ_FAILURE + r"|no column", FORMAT_FIX, id="binary-junk-as-csv"),
-    pytest.param(wrong_delimiter, r"no column 'city'", r"delimiter|header|fix the schema", id="wrong-delimiter"),
+    pytest.param(wrong_delimiter, r"delimiter is likely wrong", r"set source.delimiter", id="wrong-delimiter"),
     pytest.param(out_of_domain_values, r"'city'", r"fix the data or the schema", id="out-of-domain-values"),
     pytest.param(out_of_range_number, r"'income'", r"fix the data or the schema|clip", id="out-of-range-number"),
     pytest.param(nulls_in_a_required_column, r"'city'", r"fix the data or the schema|nullable|missing",

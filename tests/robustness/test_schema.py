@@ -63,7 +63,8 @@ def _wide_binary(count: int) -> Change:
 
 SCHEMA_CASES = [
     # ------------------------------------------------------------------ empty or overlapping domains
-    pytest.param(_column("city", values=[]), r"column 'city'.*values", r"at least 1", id="empty-value-set"),
+    pytest.param(_column("city", values=[]), r"column 'city'.*empty value list", r"fill them with the public value",
+                 id="empty-value-set"),
     pytest.param(_column("city", values=["north", "north", "east"]), r"city", r"distinct",
                  id="overlapping-values"),
     pytest.param(_column("city", aliases={"north": "south"}), r"city", r"remove them from aliases",
