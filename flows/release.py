@@ -192,7 +192,7 @@ def _finish(prepared: _Prepared, result: SynthesisResult, true_answers: np.ndarr
         try:
             outputs = stage_outputs(config, frame, run)
             error_report(
-                config, prepared.data, prepared.workload, result, plan, codes, run, prepared.rngs["report"],
+                config, schema, prepared.data, prepared.workload, result, plan, codes, run, prepared.rngs["report"],
                 true_answers=true_answers,
             )
         finally:

@@ -15,7 +15,7 @@ from dqrelease.expectations.validate import validate_synthetic
 from dqrelease.inputs.config import ReleaseConfig
 from dqrelease.inputs.schema import Schema
 from dqrelease.mechanisms import ReleasePlan
-from dqrelease.outputs.decode import decode_records
+from dqrelease.outputs.decode import decode_records, published_labels
 from dqrelease.outputs.manifest import build_manifest, write_json
 from dqrelease.outputs.publish import write_outputs
 from dqrelease.outputs.report import INTERNAL_BANNER, build_error_report, n_status, write_error_report
@@ -65,6 +65,7 @@ def stage_outputs(config: ReleaseConfig, frame: pd.DataFrame, run: RunContext) -
 @private_errors
 def error_report(
     config: ReleaseConfig,
+    schema: Schema,
     data: Dataset,
     workload: Workload,
     result: SynthesisResult,
@@ -76,7 +77,8 @@ def error_report(
 ) -> dict[str, Any]:
     """Write the INTERNAL error report (JSON, Markdown, HTML) and a Prefect summary artifact.
 
-    The report counts the published rows that break one of the schema's rules (``plan.constraints``).
+    The report counts the published rows that break one of the schema's rules (``plan.constraints``) and labels
+    every value as the published table writes it (``output.numeric_values``, ``output.single_value_numbers``).
     ``true_answers`` are the workload's exact answers when the flow already computed them (never recomputed).
     """
     report = build_error_report(
@@ -84,6 +86,8 @@ def error_report(
         release_name=config.name, run_id=run.run_id, delta=mechanism_budget(config)[1], accounting=plan.mode,
         neighbouring=config.privacy.neighbouring, n_status=n_status(config.privacy.n, config.privacy.n_epsilon),
         constraints=plan.constraints, true_answers=true_answers,
+        labels=published_labels(schema, numeric_values=config.output.numeric_values,
+                                single_value_numbers=config.output.single_value_numbers),
     )
     write_error_report(report, run.staging_internal)
     # Prefect gets only public facts (privacy spent, solver behaviour) and where the internal report is.

@@ -234,7 +234,8 @@ class OutputConfig(StrictModel):
         default=True,
         description=(
             "With bucket labels: an integer bucket that holds one value ([16, 17)) is published as that number "
-            "(16); a column of such buckets only is an integer column. false: every bucket as its label."
+            "(16); a column of such buckets only is an integer column. false: every bucket as its label. The internal "
+            "error report labels values the same way."
         ),
     )
 

@@ -15,12 +15,16 @@ Per column, in schema order:
 
 The missing bucket decodes to NULL in both modes. Values drawn uniformly depend only on the codes and the
 passed generator, so decoding adds no privacy cost (post-processing) and is reproducible from a seed.
+
+:func:`published_labels` names every code the way the published table writes it, for the internal error report
+(its per-column panels and its tables say ``16`` where the published table says ``16``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -28,7 +32,7 @@ import pandas as pd
 from dqrelease.inputs.columns import BinaryColumn, CategoricalColumn, NumericColumn
 from dqrelease.inputs.schema import Schema
 
-__all__ = ["decode_records"]
+__all__ = ["PublishedLabels", "decode_records", "published_labels"]
 
 
 def decode_records(
@@ -74,6 +78,55 @@ def decode_records(
         else:
             columns[column.name] = _uniform(column, code, rng)
     return pd.DataFrame(columns)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishedLabels:
+    """The label of every value code as the published table writes it (for the internal error report).
+
+    Attributes:
+        labels: Per schema column, in order, the label of each code: a categorical column's declared value, a
+            binary column's ``0`` / ``1``, a numeric bucket's published label with bucket labels
+            (:meth:`~dqrelease.inputs.columns.NumericColumn.published_labels`: ``16`` for a one-value integer bucket
+            with ``single_value_numbers``) or its interval ``[lo, hi)`` with uniform values (the published numbers
+            are drawn inside the bucket, so no one number names it); the missing bucket is ``missing`` (NULL in the
+            published table).
+        numeric_values: ``output.numeric_values`` of the release.
+        single_value_numbers: ``output.single_value_numbers`` of the release.
+        numeric_columns: Names of the schema's numeric columns.
+    """
+
+    labels: tuple[tuple[str, ...], ...]
+    numeric_values: Literal["bucket_label", "uniform"]
+    single_value_numbers: bool
+    numeric_columns: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings the labels follow, for the report's JSON (the labels themselves are in its tables)."""
+        return {"numeric_values": self.numeric_values, "single_value_numbers": self.single_value_numbers,
+                "numeric_columns": list(self.numeric_columns)}
+
+
+def published_labels(
+    schema: Schema, *, numeric_values: Literal["bucket_label", "uniform"], single_value_numbers: bool = True
+) -> PublishedLabels:
+    """How a release with these output settings writes each column's codes (see :class:`PublishedLabels`).
+
+    Args:
+        schema: The public schema.
+        numeric_values: ``output.numeric_values``.
+        single_value_numbers: ``output.single_value_numbers``.
+    """
+    labels = []
+    for column in schema.columns:
+        if isinstance(column, NumericColumn) and numeric_values == "bucket_label":
+            buckets = column.published_labels(single_value_numbers=single_value_numbers)
+            labels.append((*buckets, *column.labels[len(buckets):]))  # the missing bucket keeps its name
+        else:
+            labels.append(tuple(column.labels))
+    numeric = tuple(column.name for column in schema.columns if isinstance(column, NumericColumn))
+    return PublishedLabels(labels=tuple(labels), numeric_values=numeric_values,
+                           single_value_numbers=single_value_numbers, numeric_columns=numeric)
 
 
 def _labels(labels: list[str], code: np.ndarray, *, missing: int | None = None) -> pd.api.extensions.ExtensionArray:

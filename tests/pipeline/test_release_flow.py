@@ -72,6 +72,13 @@ def test_release_publishes_table_report_and_manifests_and_charges_once(workspace
     report = json.loads((internal / "error_report.json").read_text())
     assert report["errors"]["synthetic"]["max_error"] <= report["errors"]["zeros"]["max_error"]
     assert "data:image/png;base64," in (internal / "error_report.html").read_text()
+    # the report labels values as the published table writes them; with numeric_values = "uniform" (the slice's
+    # config) a number is drawn inside its bucket, so the report keeps the bucket [40, 41) and says why
+    assert report["value_labels"]["numeric_values"] == "uniform"
+    labels = {column["column"]: set(column["values"]) for column in report["fidelity"]["columns"]}
+    assert "[40, 41)" in labels["hours-per-week"] and "40" not in labels["hours-per-week"]
+    assert set(frame["workclass"].dropna().unique()) <= labels["workclass"]
+    assert "Numbers are labelled by their bucket" in "\n".join(report_lines)
 
     manifest = json.loads((internal / "manifest.json").read_text())
     public = json.loads((release / "release.json").read_text())

@@ -6,7 +6,10 @@ Its summary, privacy methods and rounds were brought to the issue-28 keys (neigh
 the baselines that beat the release, the rounds' stages, the papers cited) by the report's own functions.
 ``data/error_report_adult.md`` and ``.html`` are the pages rendered from that dict, each chart stood in for by a
 short string (:data:`STAND_INS`); they were first the bytes of the report's hand-made writers (commit 98195ed) and
-were regenerated for issue 28 (reviewed by reading them): the templates are held to those bytes.
+were regenerated for issue 28 (reviewed by reading them): the templates are held to those bytes. Its values were
+then relabelled as the Adult release publishes them (:func:`dqrelease.outputs.decode.published_labels`, bucket labels
+with ``output.single_value_numbers``: ``40``, not ``[40, 41)``; the ``value_labels`` key added) and the pages
+rendered again: only those labels and the columns section's sentence about them changed.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ the JSON's dict, never recomputed):
   one-way TVD and worst cell per column, two-way TVD of every pair (a public sample on wide schemas), workload
   max / mean / RMSE, distinct rows and the largest multiplicity, constraint violations;
 * true-versus-published bars for every column (small multiples), the two-way TVD heat map, the worst cells
-  and pairs;
+  and pairs, every value named as the published table writes it (``16`` for a one-value bucket published as a
+  number, :func:`dqrelease.outputs.decode.published_labels`);
 * the workload's errors, per part and per marginal; error versus round where the mechanism tracks it; the
   oracle's solver statistics only for mechanisms with an oracle; the privacy spent in both accountings; the
   papers cited; the mechanism's parameters (collapsed in HTML, last in Markdown).

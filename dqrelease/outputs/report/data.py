@@ -11,17 +11,21 @@ published rows are the randomized records, whose raw answers are biased towards 
 its answers are randomized response's unbiased estimator applied to them
 (:func:`~dq_engine.mechanisms.randomized_response.estimate_answers`). All answering goes through contingency
 tables (:class:`~dq_engine.data.marginal_tables.MarginalIndex`), never through the one-hot encoding.
+
+Every value is labelled as the published table writes it (:func:`dqrelease.outputs.decode.published_labels`, the
+labels decoding uses): ``16``, not ``[16, 17)``, for a one-value integer bucket published as a number.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dq_engine import ComposedCost, Dataset, SynthesisResult, Workload, answer_workload, error_summary
+from dq_engine import ComposedCost, Dataset, Domain, SynthesisResult, Workload, answer_workload, error_summary
 from dq_engine.data.answers import per_marginal_max_error
 from dq_engine.data.marginal_tables import MarginalIndex
 from dq_engine.evaluation.baselines import independent_gaussian_answers, independent_laplace_answers
@@ -39,6 +43,9 @@ from dq_engine.evaluation.fidelity import (
 from dq_engine.mechanisms.randomized_response import estimate_answers
 from dq_engine.privacy.public import largest_rho
 from dqrelease.outputs.report.formatting import fmt, pct
+
+if TYPE_CHECKING:
+    from dqrelease.outputs.decode import PublishedLabels
 
 __all__ = [
     "COMPARED_FIGURES",
@@ -167,6 +174,24 @@ def gaussian_baseline_rho(tight: ComposedCost, delta: float) -> float:
 
 
 # ---------------------------------------------------------------------- the report's numbers
+def _published_labels(reference: FidelityReference, labels: PublishedLabels | None) -> FidelityReference:
+    """``reference`` with its domain's values labelled as the published table writes them (``labels``).
+
+    Only the labels change (the evaluation reads them through :func:`value_label`); None keeps the domain's.
+    """
+    if labels is None:
+        return reference
+    domain = reference.marginals.domain
+    if len(labels.labels) != len(domain):
+        raise ValueError(
+            f"the value labels name {len(labels.labels)} columns but the data has {len(domain)}; "
+            "pass published_labels of the release's own schema"
+        )
+    attributes = tuple(replace(attribute, labels=tuple(published))
+                       for attribute, published in zip(domain.attributes, labels.labels, strict=True))
+    return replace(reference, marginals=replace(reference.marginals, domain=Domain(attributes)))
+
+
 def _has_oracle(result: SynthesisResult) -> bool:
     from dqrelease.mechanisms import MECHANISMS
 
@@ -371,6 +396,7 @@ def build_error_report(
     accounting: str = "tight",
     constraints: SupportsFeasible | None = None,
     true_answers: np.ndarray | None = None,
+    labels: PublishedLabels | None = None,
 ) -> dict[str, Any]:
     """Compute the report's numbers (internal).
 
@@ -391,9 +417,11 @@ def build_error_report(
         accounting: The accounting mode charged to the ledger (``costs[accounting]`` was charged).
         constraints: Declared constraints (an object with ``feasible(codes)``), or None.
         true_answers: The workload's exact answers if already computed.
+        labels: How the published table writes each value (:func:`dqrelease.outputs.decode.published_labels`),
+            the labels of every table and chart; None: the domain's own labels.
     """
     truth = answer_workload(data, workload) if true_answers is None else true_answers
-    reference = fidelity_reference(data, workload=workload, true_answers=truth)
+    reference = _published_labels(fidelity_reference(data, workload=workload, true_answers=truth), labels)
     tight = costs["tight"]
     laplace_label = f"independent Laplace (eps={fmt(tight.epsilon)})"
     rho = gaussian_baseline_rho(tight, delta)
@@ -460,6 +488,7 @@ def build_error_report(
         "workload": {"description": workload.description, "queries": len(workload), "marginals": workload.n_marginals},
         "answers": answers_note,
         "errors": {label: r.workload for label, r in results.items()},
+        "value_labels": None if labels is None else labels.as_dict(),
         "fidelity": {
             **evaluation,
             "evaluated": shown.label,
