@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
+from bench.memory_forecast import write_binary_release
 from dq_engine.data.domain import Domain
 from dq_engine.data.workload import all_kway_marginals
 from dqrelease.cli import app
@@ -112,47 +113,9 @@ def test_the_default_limit_is_the_safety_fraction_of_the_machine_and_the_key_rep
 
 
 # ---------------------------------------------------------------------- plan and run
-UNREADABLE = "this,is,not,the,table\n"
-"""The source file: reading it would fail the validation (exit 3), so a refusal with exit 2 never opened it."""
-
-
 def _workspace(tmp_path: Path, *, columns: int, n: int = 20_000, run: str = "", fit: str = "") -> Path:
-    """A release of ``columns`` generated binary columns with the default mechanism and workload."""
-    (tmp_path / "schema.toml").write_text(
-        "".join(f'[[columns]]\nname = "item{i}"\ntype = "binary"\n\n' for i in range(columns)))
-    (tmp_path / "data.csv").write_text(UNREADABLE)
-    config = tmp_path / "release.toml"
-    config.write_text(f"""name = "wide"
-schema_file = "schema.toml"
-
-[source]
-format = "csv"
-paths = ["data.csv"]
-
-[privacy]
-n = {n}
-epsilon = 1.0
-delta = 1e-6
-
-[mechanism.fit]
-{fit}
-
-[accuracy]
-worst_one_way_cell = 1.0
-
-[ledger]
-path = "ledger.duckdb"
-dataset_id = "wide"
-initial_cap_epsilon = 5.0
-initial_cap_delta = 1e-5
-
-[output]
-directory = "out"
-
-[run]
-{run}
-""")
-    return config
+    """A release of ``columns`` generated binary columns, default mechanism and workload, an unreadable source."""
+    return write_binary_release(tmp_path, columns=columns, n=n, run=run, fit=fit)
 
 
 @pytest.fixture()
