@@ -29,11 +29,14 @@ from dqrelease.memory_estimate import (
     ORACLE_BASE_BYTES,
     ORACLE_BYTES_PER_BIT,
     ORACLE_BYTES_PER_SAMPLE,
+    OUTPUT_CODE_BYTES,
     PARTICLE_BYTES,
     PARTICLE_CELL_BYTES,
     PUBLISH_CHUNK_ROWS,
     PUBLISHED_BINARY_CELL_BYTES,
     PUBLISHED_CELL_BYTES,
+    RECORD_CELL_BYTES,
+    UNIVERSE_RECORD_BYTES,
     estimate_release_memory,
     memory_limit,
 )
@@ -95,6 +98,19 @@ def test_the_oracle_answers_rows_and_data_parts_follow_their_formulas():
     assert estimate.parts["rows"] == PUBLISH_CHUNK_ROWS * 2 * PUBLISHED_CELL_BYTES  # one chunk, not 5 M rows
     assert estimate.parts["data"] == 40_000 * 2 * 2
     assert "particles" not in estimate.parts and estimate.total == sum(estimate.parts.values())
+
+
+@pytest.mark.parametrize(("mechanism", "part", "expected"), [
+    ("mwem", "universe", 4 * 3 * 5 * (UNIVERSE_RECORD_BYTES + 3 * OUTPUT_CODE_BYTES)),
+    ("randomized_response", "records", 900 * 3 * RECORD_CELL_BYTES),  # n records
+    ("independent", "records", 700 * 3 * RECORD_CELL_BYTES),  # the rows to publish
+])
+def test_the_whole_domain_or_output_table_of_a_mechanism_is_counted(mechanism: str, part: str, expected: int):
+    domain = Domain.categorical({"a": 4, "b": 3, "c": 5})
+    estimate = estimate_release_memory(_plan({}, mechanism=mechanism), n=900, domain=domain,
+                                       workload=all_kway_marginals(domain, 1), rows=700)
+    assert estimate.parts[part] == expected
+    assert "particles" not in estimate.parts and "oracle" not in estimate.parts
 
 
 def test_binary_columns_publish_smaller_cells():
