@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from dqrelease.errors import ConfigInvalidError
-from dqrelease.mechanisms import PlanInputs, ReleasePlan, plan_mechanism
+from dqrelease.mechanisms import MechanismKeys, PlanInputs, ReleasePlan, plan_mechanism
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,10 +28,12 @@ if TYPE_CHECKING:
     from dq_engine.privacy.accounting import PureDpEvent
     from dqrelease.inputs.config import ReleaseConfig, WorkloadConfig, WorkloadPartConfig
     from dqrelease.mechanisms.utility import AccuracyTargets
+    from dqrelease.memory_estimate import MemoryEstimate
 
 __all__ = [
     "accuracy_targets",
     "build_workload",
+    "check_release_memory",
     "check_release_utility",
     "count_event",
     "ledger_amounts",
@@ -40,6 +42,7 @@ __all__ = [
     "plan_inputs",
     "plan_release",
     "planning_n",
+    "release_memory",
 ]
 
 
@@ -178,6 +181,82 @@ def check_release_utility(config: ReleaseConfig, plan: ReleasePlan, *, n: int, w
         plan, plan_inputs(config, n=n, workload=workload), rows=config.output.rows or n, epsilon_offset=offset,
         keys=config.mechanism, targets=accuracy_targets(config),
     )
+
+
+def release_memory(config: ReleaseConfig, plan: ReleasePlan, *, n: int, workload: Workload) -> MemoryEstimate:
+    """The memory forecast of ``plan`` (:func:`dqrelease.memory_estimate.estimate_release_memory`)."""
+    from dqrelease.memory_estimate import estimate_release_memory
+
+    return estimate_release_memory(plan, n=n, domain=workload.domain, workload=workload, rows=config.output.rows or n)
+
+
+def check_release_memory(config: ReleaseConfig, plan: ReleasePlan, *, n: int, workload: Workload) -> MemoryEstimate:
+    """Refuse ``plan`` when its memory forecast exceeds the limit (``run.memory_limit_gib``); else return the forecast.
+
+    ``dqrelease plan``, ``dqrelease run`` and the release flow call it before anything is read or charged (declared
+    ``n``; with a noisy count, after the count and before the release's charge).
+
+    Raises:
+        ConfigInvalidError: One line with the forecast, the limit and the fixes whose forecast fits: the most particles
+            of the table fit that fit, the mechanism without its fit, ``auto`` or independent columns, a higher limit.
+    """
+    from dqrelease.memory_estimate import GIB, memory_limit, shown_bytes
+
+    estimate = release_memory(config, plan, n=n, workload=workload)
+    limit = memory_limit(config.run.memory_limit_gib)
+    if estimate.total <= limit.bytes:
+        return estimate
+    fixes = _memory_fixes(config, plan, estimate, n=n, workload=workload, limit=limit.bytes)
+    needed = math.ceil(estimate.total / GIB)
+    fixes.append(f"run.memory_limit_gib = {needed} on a machine with {shown_bytes(needed * GIB)} to spare")
+    raise ConfigInvalidError(
+        f"memory: the forecast of {plan.mechanism}{' with its table fit' if plan.fit is not None else ''} is "
+        f"{estimate.shown()}, over the limit of {limit.shown()}; set {', or '.join(fixes)}"
+    )
+
+
+def _memory_fixes(
+    config: ReleaseConfig, plan: ReleasePlan, estimate: MemoryEstimate, *, n: int, workload: Workload, limit: int
+) -> list[str]:
+    """Changes of the config whose memory forecast is within ``limit`` (each planned and forecast as it would run)."""
+    from dq_engine.errors import DQEngineError
+    from dqrelease.errors import ReleaseError
+    from dqrelease.memory_estimate import shown_bytes
+
+    keys = config.mechanism
+    candidates: list[tuple[str, dict]] = []
+    if plan.fit is not None and getattr(keys, "fit", None) is not None:
+        particles = estimate.particles_within(limit) // 1000 * 1000
+        candidates.append((f"mechanism.fit.particles = {particles}", {"fit": {"particles": particles}}))
+        candidates.append(("mechanism.fit.enabled = false", {"fit": {"enabled": False}}))
+    for name in ("auto", "independent"):
+        if keys.name != name:
+            candidates.append((f"mechanism.name = '{name}'", {"name": name}))
+    inputs = plan_inputs(config, n=n, workload=workload)
+    fixes = []
+    for change, update in candidates:
+        try:  # the keys as the config would give them (a particle count below the key's minimum is refused)
+            candidate = _changed_keys(keys, update)
+            planned = plan_mechanism(candidate, inputs)
+        except (DQEngineError, ReleaseError, ValueError):
+            continue
+        forecast = release_memory(config, planned, n=n, workload=workload).total
+        if forecast <= limit:
+            chosen = f", it chooses {planned.mechanism}" if candidate.name == "auto" else ""
+            fixes.append(f"{change} (forecast {shown_bytes(forecast)}{chosen})")
+    return fixes
+
+
+def _changed_keys(keys: MechanismKeys, update: dict) -> MechanismKeys:
+    """``keys`` with ``update`` applied (a sub-section's keys merged), validated; another name: its default keys."""
+    from dqrelease.mechanisms import MECHANISMS
+
+    if update.get("name", keys.name) != keys.name:
+        return MECHANISMS[update["name"]].keys()
+    raw = keys.model_dump()
+    for key, value in update.items():
+        raw[key] = {**raw[key], **value} if isinstance(value, dict) else value
+    return type(keys).model_validate(raw)
 
 
 def accuracy_targets(config: ReleaseConfig) -> AccuracyTargets:

@@ -49,7 +49,7 @@ from dqrelease.ledger.seeds import SEEDED_KEYWORD, SEEDED_WARNING, check_seeded_
 from dqrelease.mechanisms import ReleasePlan
 from dqrelease.outputs.replay import check_inputs_unchanged, prepare_replay
 from dqrelease.outputs.runs import RunContext, new_run, run_seed
-from dqrelease.plan import check_release_utility
+from dqrelease.plan import check_release_memory, check_release_utility
 from dqrelease.runtime import progress
 from dqrelease.runtime.schedules import one_release_per_dataset
 from dqrelease.tasks.common import failures_not_persisted
@@ -136,6 +136,8 @@ def _prepare(
         get_run_logger().warning(SEEDED_WARNING)
     workload = workload_from_config(config, schema)
     plan = plan_privacy(config, int(config.privacy.n), workload) if config.privacy.n != "noisy" else None
+    if plan is not None:  # refused before anything is read or charged
+        check_release_memory(config, plan, n=plan.n, workload=workload)
     if plan is not None and not accept_low_utility:  # refused before anything is read or charged
         check_release_utility(config, plan, n=plan.n, workload=workload)
     # before the data is read: output folder, working database (new_run) and ledger usable; with n public the
@@ -153,6 +155,7 @@ def _prepare(
                 count_receipt, n_plan = count_records(config, data, run, rngs["count"])
                 receipts.append(count_receipt)
                 plan = plan_privacy(config, n_plan, workload)
+                check_release_memory(config, plan, n=n_plan, workload=workload)
                 if not accept_low_utility:  # the forecast needs n: refused after the count, before the release's charge
                     check_release_utility(config, plan, n=n_plan, workload=workload)
         with progress.stage("charge"):

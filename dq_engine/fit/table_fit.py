@@ -40,7 +40,7 @@ from dq_engine.privacy.accounting import PrivacyEvent, combined_costs
 from dq_engine.privacy.grant import PrivacyGrant
 from dq_engine.results import RoundDiagnostics, SynthesisResult
 
-__all__ = ["MAX_FIT_MARGINALS", "fit_events", "fit_table", "fit_workload"]
+__all__ = ["MAX_FIT_MARGINALS", "fit_events", "fit_table", "fit_workload", "fit_workload_size"]
 
 MAX_FIT_MARGINALS = 5_000
 """The fit selects among the release workload's marginals when it has at most this many, all complete."""
@@ -59,12 +59,32 @@ def fit_workload(workload: Workload) -> Workload:
     single random conjunctions), every one-way marginal and every two-way marginal (a public sample on wide
     schemas, :func:`dq_engine.data.workload.all_kway_marginals`): the single columns and pairs a reader checks first.
     """
-    if workload.n_marginals <= MAX_FIT_MARGINALS and bool(MarginalIndex(workload).complete.all()):
+    if _fits_the_workload_itself(workload):
         return workload
     parts = [all_kway_marginals(workload.domain, 1)]
     if len(workload.domain) >= 2:
         parts.append(all_kway_marginals(workload.domain, 2))
     return concatenate_workloads(parts)
+
+
+def fit_workload_size(workload: Workload) -> tuple[int, int]:
+    """``(marginals, queries)`` of :func:`fit_workload` of ``workload``, counted without building it.
+
+    The memory forecast reads it (``dqrelease.memory_estimate``): on a wide schema the pairs the fit falls back to
+    are far too many to build just to count them.
+    """
+    if _fits_the_workload_itself(workload):
+        return workload.n_marginals, len(workload)
+    domain = workload.domain
+    per_column = np.where(domain.is_binary, 1, domain.sizes).astype(object)  # a binary column is queried as "= 1"
+    total, squares = int(per_column.sum()), int((per_column * per_column).sum())
+    columns = len(domain)
+    return columns + columns * (columns - 1) // 2, total + (total * total - squares) // 2
+
+
+def _fits_the_workload_itself(workload: Workload) -> bool:
+    """The fit selects among the release workload's own marginals (at most :data:`MAX_FIT_MARGINALS`, all complete)."""
+    return workload.n_marginals <= MAX_FIT_MARGINALS and bool(MarginalIndex(workload).complete.all())
 
 
 def fit_table(

@@ -66,8 +66,9 @@ def _check_before_run(
 ) -> tuple[Any, Any, Any]:
     """Refuse a missing or invalid config, schema, source path, plan or Dask address before Prefect starts.
 
-    A plan whose utility forecast is no better than publishing zeros or uniform data, or misses the ``[accuracy]``
-    targets, is refused too (exit 2, nothing read or charged) unless ``accept_low_utility``, and so is a seeded
+    A plan whose memory forecast exceeds ``run.memory_limit_gib`` is refused (exit 2, nothing read or charged), and
+    so is one whose utility forecast is no better than publishing zeros or uniform data, or misses the ``[accuracy]``
+    targets (exit 2, nothing read or charged) unless ``accept_low_utility``, and so is a seeded
     config unless ``seeded_test_or_audit``, or one whose seed the ledger already charged. With ``n`` public the
     plan's cost must fit the ledger's remaining budget (exit 4, nothing read or charged; the run charges it after
     the validation, as before).
@@ -84,6 +85,10 @@ def _check_before_run(
 
     check_source_files(loaded.source)
     _, workload, planned = _plan_public(loaded, schema)
+    if planned is not None:
+        from dqrelease.plan import check_release_memory
+
+        check_release_memory(loaded, planned, n=int(loaded.privacy.n), workload=workload)
     if planned is not None and not accept_low_utility:
         from dqrelease.plan import check_release_utility
 
@@ -327,10 +332,17 @@ def _shown_value(value: Any) -> str:
 
 @app.command(cls=HelpConventions)
 def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")]) -> None:
-    """Show the privacy cost, the mechanism parameters, the forecast and a time estimate without touching the data."""
+    """Show the privacy cost, the mechanism parameters, the forecasts of utility, time and memory, without the data.
+
+    A plan whose memory forecast exceeds ``run.memory_limit_gib`` is refused (exit 2), as ``run`` refuses it.
+    """
     with _exit_codes():
         loaded, schema = _load(config)
         domain, workload, result = _plan_public(loaded, schema)
+        if result is not None:  # refused as `run` refuses it, before anything is printed
+            from dqrelease.plan import check_release_memory
+
+            memory = check_release_memory(loaded, result, n=int(loaded.privacy.n), workload=workload)
     out = _plan_console()
     if result is None:
         from dqrelease.plan import mechanism_budget
@@ -345,6 +357,7 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
             "unless --accept-low-utility).", markup=False,
         )
         return
+    from dqrelease.memory_estimate import memory_limit
     from dqrelease.time_estimate import estimate_release_time
 
     n = int(loaded.privacy.n)
@@ -367,7 +380,12 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
         out.print(note, markup=False)
     estimate = estimate_release_time(result, n=n, columns=len(domain), queries=len(workload))
     out.print()
-    _print_key_values(out, [("time estimate", f"{estimate.shown()} for `dqrelease run` ({estimate.basis})")])
+    limit = memory_limit(loaded.run.memory_limit_gib)
+    _print_key_values(out, [
+        ("time estimate", f"{estimate.shown()} for `dqrelease run` ({estimate.basis})"),
+        ("memory", f"{memory.shown()} at the peak; limit {limit.shown()}; the model and its measured peaks: "
+                   "docs/benchmarks.md, 'Memory forecast'"),
+    ])
     out.print()
     _print_forecast(out, loaded, result, workload)
 

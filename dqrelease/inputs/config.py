@@ -280,6 +280,13 @@ class RunConfig(StrictModel):
         default=None, description="Working DuckDB file (default: one per run in its staging folder, removed with it)."
     )
     dask_address: str | None = Field(default=None, description="Run parallel tasks on this Dask scheduler.")
+    memory_limit_gib: float | None = Field(
+        default=None, gt=0, le=1_048_576, allow_inf_nan=False,
+        description=(
+            "Most memory (GiB) the release's forecast may need; a plan over it is refused before anything is read or "
+            "charged (default: 80% of the machine's physical memory, dqrelease.memory_estimate.MEMORY_SAFETY_FRACTION)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:

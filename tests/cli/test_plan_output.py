@@ -1,4 +1,4 @@
-"""``dqrelease plan`` fits a 120-column terminal without splitting a word, and prints a time estimate.
+"""``dqrelease plan`` fits a 120-column terminal without splitting a word, and prints time and memory estimates.
 
 The Adult example is planned once at 120 columns and once with no width limit; every word of the narrow output must be
 a word of the wide one.
@@ -125,3 +125,13 @@ def test_the_time_estimate_of_an_oracle_round_is_bounded_by_the_oracle_time_limi
     assert oracle_only.low - nothing.low == pytest.approx(100 * 0.25, rel=1e-3)
     assert oracle_only.high - nothing.high == pytest.approx(100 * 1.25, rel=1e-3)
     assert "100 oracle calls of 0.25 to 1.25 s" in oracle_only.basis
+
+
+def test_plan_prints_the_memory_forecast_by_part_and_its_limit(outputs):
+    text = " ".join(outputs["narrow"].split())
+    found = re.search(r"memory about ([\d.]+) MiB \(particles ([\d.]+) MiB, oracle ([\d.]+) MiB, answers ([\d.]+) MiB, "
+                      r"rows ([\d.]+) MiB, data ([\d.]+) MiB\) at the peak; limit [\d.]+ GiB", text)
+    assert found is not None, text
+    total, *parts = (float(value) for value in found.groups())
+    assert total == pytest.approx(sum(parts), abs=len(parts))  # each part is rounded to a MiB
+    assert "docs/benchmarks.md, 'Memory forecast'" in text

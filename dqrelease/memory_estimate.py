@@ -1,0 +1,248 @@
+"""A memory forecast for a release, from public quantities only, and the limit a plan must fit.
+
+``dqrelease plan`` prints the forecast and ``dqrelease run`` refuses, before anything is read or charged, a plan whose
+forecast exceeds the limit (:func:`dqrelease.plan.check_release_memory`). The forecast adds the largest arrays a run
+holds at once, each from the plan's public parameters and the schema's shape:
+
+* **particles** (the table fit of DualQuery, DQRS, FEM and sepFEM, and MWEM on particles): ``r`` particles of ``m``
+  columns as int64 codes, :data:`PARTICLE_CELL_BYTES` per particle and column at the peak (the copies that
+  :class:`dq_engine.fit.particles.ParticleDistribution` makes when it builds, resamples and returns them), plus the
+  cell of every particle in every marginal the particles answer (:data:`CELL_INDEX_BYTES` each, cached for the run);
+* **universe** (MWEM over the whole domain): one weight per record and, for the output, the codes of the records;
+* **oracle** (the best-response oracle's CP-SAT model): :data:`ORACLE_BASE_BYTES` plus a share per sampled query and
+  per bit of the encoding;
+* **answers**: the workload's arrays and its exact and published answers (:data:`ANSWER_BYTES_PER_QUERY`), the
+  multiplicative weights of the oracle mechanisms over the queries (:data:`MW_BYTES_PER_QUERY`), and the answers of
+  the marginals the particles are fitted to;
+* **records**: the records a mechanism outputs as a whole table (randomized response, independent columns);
+* **rows**: one publishing chunk (:data:`PUBLISH_CHUNK_ROWS` rows) sampled, decoded and written
+  (:data:`PUBLISHED_CELL_BYTES` per cell, :data:`PUBLISHED_BINARY_CELL_BYTES` in a binary column);
+* **data**: the private table's codes (``n`` rows of the schema's code width).
+
+It never reads data or a private count. The constants are upper-biased; ``bench/memory_forecast.py`` compares the
+forecast with the measured peak (docs/benchmarks.md, "Memory forecast"). The interpreter and its imports (a few hundred
+MiB) are not in the forecast: the default limit's safety fraction leaves room for them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dq_engine.data.domain import Domain
+    from dq_engine.data.workload import Workload
+    from dqrelease.mechanisms import ReleasePlan
+
+__all__ = [
+    "ANSWER_BYTES_PER_QUERY",
+    "CELL_INDEX_BYTES",
+    "GIB",
+    "MEMORY_SAFETY_FRACTION",
+    "MW_BYTES_PER_QUERY",
+    "ORACLE_BASE_BYTES",
+    "ORACLE_BYTES_PER_BIT",
+    "ORACLE_BYTES_PER_SAMPLE",
+    "OUTPUT_CODE_BYTES",
+    "PARTICLE_BYTES",
+    "PARTICLE_CELL_BYTES",
+    "PUBLISHED_BINARY_CELL_BYTES",
+    "PUBLISHED_CELL_BYTES",
+    "PUBLISH_CHUNK_ROWS",
+    "RECORD_CELL_BYTES",
+    "UNIVERSE_RECORD_BYTES",
+    "MemoryEstimate",
+    "MemoryLimit",
+    "estimate_release_memory",
+    "memory_limit",
+    "shown_bytes",
+]
+
+GIB = 2**30
+MIB = 2**20
+
+PARTICLE_CELL_BYTES = 40
+"""Bytes per particle and column at the peak: five int64 copies of the particles (the drawn columns, their stack and
+its int64 copy while they are built; the particles and their column-ordered copy while the fit runs; the contiguous
+and the sorted copies ``numpy.unique`` makes when the distinct particles are returned)."""
+
+CELL_INDEX_BYTES = 8
+"""Bytes per particle and marginal: the int64 cell of each particle in each marginal it answers (cached)."""
+
+PARTICLE_BYTES = 40
+"""Bytes per particle besides its codes: the weights, their update's temporaries and the published weights."""
+
+UNIVERSE_RECORD_BYTES = 24
+"""Bytes per record of MWEM's universe besides the output codes: its weight, a snapshot and a marginal's temporary."""
+
+OUTPUT_CODE_BYTES = 16
+"""Bytes per record and column of MWEM's output over the universe (``numpy.unravel_index``'s int64 codes, their
+stack)."""
+
+ORACLE_BASE_BYTES = 32 * MIB
+"""The CP-SAT model and its workers' solver state on a small problem (about 8 MiB measured on 100 to 10,000 bits)."""
+
+ORACLE_BYTES_PER_SAMPLE = 8 * 1024
+"""CP-SAT per sampled query of a round (about 4 KiB measured: 13 MiB for 3,000 clauses on 10,000 bits)."""
+
+ORACLE_BYTES_PER_BIT = 1024
+"""CP-SAT per bit of the encoding (a decision variable with its one-hot constraint and the workers' copies)."""
+
+ANSWER_BYTES_PER_QUERY = 32
+"""Bytes per workload query besides the workload's own arrays: its exact answer, its published answer (error report),
+its cell in the marginal table and one temporary."""
+
+MW_BYTES_PER_QUERY = 48
+"""Bytes per query of the oracle mechanisms' multiplicative weights: log weights, two scratch buffers, the synthetic
+answers' sum, the payoff and the error."""
+
+RECORD_CELL_BYTES = 24
+"""Bytes per record and column of a mechanism that outputs a whole table (int64 codes, a shuffled and a redrawn
+copy)."""
+
+PUBLISH_CHUNK_ROWS = 1_000_000
+"""Rows sampled, decoded and written at once when a release is published."""
+
+PUBLISHED_CELL_BYTES = 64
+"""Bytes per published cell of a chunk: the sampled int64 code, its decoded value (a label string or a number) and its
+text in the CSV, written twice (text, then bytes)."""
+
+PUBLISHED_BINARY_CELL_BYTES = 16
+"""Bytes per published cell of a binary column: the sampled int64 code, its int8 value and ``0,`` or ``1,`` twice."""
+
+MEMORY_SAFETY_FRACTION = 0.8
+"""The default memory limit's share of the machine's physical memory: the rest is for the interpreter and its imports
+(Prefect, DuckDB, pandas: about 0.5 GiB), the side process (Great Expectations: about 0.3 GiB), DuckDB's buffers while
+the table is read, the operating system and what the forecast does not count."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryEstimate:
+    """A release's forecast peak memory in bytes, by part.
+
+    Attributes:
+        parts: Bytes of each part that is not zero (``particles``, ``universe``, ``oracle``, ``answers``,
+            ``records``, ``rows``, ``data``), in that order.
+        particles: Particles the plan holds (0 without particles).
+        bytes_per_particle: What one more particle adds (0 without particles): the particles part is
+            ``particles x bytes_per_particle``.
+    """
+
+    parts: dict[str, int]
+    particles: int = 0
+    bytes_per_particle: int = 0
+
+    @property
+    def total(self) -> int:
+        """The forecast peak in bytes."""
+        return sum(self.parts.values())
+
+    def shown(self) -> str:
+        """``about 1.2 GiB (particles 1.1 GiB, oracle 32 MiB, ...)``."""
+        detail = ", ".join(f"{name} {shown_bytes(size)}" for name, size in self.parts.items())
+        return f"about {shown_bytes(self.total)} ({detail})"
+
+    def particles_within(self, limit: int) -> int:
+        """The most particles whose forecast is within ``limit`` bytes, the rest of the plan unchanged (0: none)."""
+        if not self.bytes_per_particle:
+            return 0
+        room = limit - (self.total - self.parts.get("particles", 0))
+        return max(0, room // self.bytes_per_particle)
+
+
+def estimate_release_memory(
+    plan: ReleasePlan, *, n: int, domain: Domain, workload: Workload, rows: int
+) -> MemoryEstimate:
+    """The forecast peak memory of ``dqrelease run`` for ``plan`` (see the module docstring for the model).
+
+    Args:
+        plan: The release plan (its public parameters: particles, oracle samples, the mechanism).
+        n: The public number of records.
+        domain: The schema's public domain.
+        workload: The public workload.
+        rows: Rows to publish.
+    """
+    columns = len(domain)
+    parameters = plan.parameters
+    kmax = int(workload.marginals.shape[1])
+    answers = len(workload) * (8 * (kmax + 1) + ANSWER_BYTES_PER_QUERY)
+    parts: dict[str, int] = {}
+    particles, per_particle = 0, 0
+    fit = parameters.get("fit")
+    if isinstance(fit, dict) or plan.mechanism == "mwem-particles":
+        from dq_engine.fit.table_fit import fit_workload_size
+
+        if isinstance(fit, dict):
+            particles = int(fit["particles"])
+            marginals, queries = fit_workload_size(workload)
+            if queries != len(workload):  # the fit's own pairs: their arrays (two attributes) and answers
+                answers += queries * (8 * 3 + ANSWER_BYTES_PER_QUERY)
+        else:
+            particles, marginals = int(parameters["support_size"]), workload.n_marginals
+        per_particle = columns * PARTICLE_CELL_BYTES + marginals * CELL_INDEX_BYTES + PARTICLE_BYTES
+        parts["particles"] = particles * per_particle
+    if plan.mechanism == "mwem":
+        universe = math.prod(int(size) for size in domain.sizes)
+        parts["universe"] = universe * (UNIVERSE_RECORD_BYTES + OUTPUT_CODE_BYTES * columns)
+    oracle = parameters.get("oracle")
+    if isinstance(oracle, dict):
+        samples = int(parameters.get("samples", 0) or 0)
+        workers = int(oracle.get("num_workers") or 1)
+        per_worker = samples * ORACLE_BYTES_PER_SAMPLE + domain.n_bits * ORACLE_BYTES_PER_BIT
+        parts["oracle"] = ORACLE_BASE_BYTES + workers * per_worker
+        answers += len(workload) * MW_BYTES_PER_QUERY
+    parts["answers"] = answers
+    if plan.mechanism in ("randomized_response", "independent"):
+        parts["records"] = (n if plan.mechanism == "randomized_response" else rows) * columns * RECORD_CELL_BYTES
+    binary = int(domain.is_binary.sum())
+    cell_bytes = binary * PUBLISHED_BINARY_CELL_BYTES + (columns - binary) * PUBLISHED_CELL_BYTES
+    parts["rows"] = min(rows, PUBLISH_CHUNK_ROWS) * cell_bytes
+    parts["data"] = n * columns * _code_bytes(domain)
+    return MemoryEstimate(parts=parts, particles=particles, bytes_per_particle=per_particle)
+
+
+def _code_bytes(domain: Domain) -> int:
+    """Bytes of one code of the private table (the engine's code width for the domain's largest column)."""
+    largest = int(domain.sizes.max())
+    return 1 if largest <= 256 else 2 if largest <= 65536 else 4
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryLimit:
+    """The most memory a release may be forecast to need.
+
+    Attributes:
+        bytes: The limit.
+        source: Where it comes from, in words (the config key, or the machine's memory and the safety fraction).
+    """
+
+    bytes: int
+    source: str
+
+    def shown(self) -> str:
+        """``18.7 GiB (80% of this machine's 23.4 GiB, the default of run.memory_limit_gib)``."""
+        return f"{shown_bytes(self.bytes)} ({self.source})"
+
+
+def memory_limit(configured_gib: float | None) -> MemoryLimit:
+    """``run.memory_limit_gib`` when set, else :data:`MEMORY_SAFETY_FRACTION` of the machine's physical memory."""
+    if configured_gib is not None:
+        return MemoryLimit(bytes=int(configured_gib * GIB), source="run.memory_limit_gib")
+    import psutil
+
+    physical = psutil.virtual_memory().total
+    return MemoryLimit(
+        bytes=int(physical * MEMORY_SAFETY_FRACTION),
+        source=(f"{MEMORY_SAFETY_FRACTION:.0%} of this machine's {shown_bytes(physical)}, the default of "
+                "run.memory_limit_gib"),
+    )
+
+
+def shown_bytes(size: float) -> str:
+    """A size in the binary unit a person reads: ``512 MiB``, ``1.2 GiB``, ``20 PiB``."""
+    for unit, scale in (("PiB", 2**50), ("TiB", 2**40), ("GiB", GIB)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:,.0f} {unit}" if value >= 1000 else f"{value:.3g} {unit}"
+    return f"{max(1, round(size / MIB))} MiB"
