@@ -302,6 +302,7 @@ def run_release(
     config_path: str,
     *,
     dask_address: str | None = None,
+    dask_insecure: bool = False,
     output_directory: str | None = None,
     accept_low_utility: bool = False,
     seeded_test_or_audit: bool = False,
@@ -309,21 +310,20 @@ def run_release(
     """Run :func:`release`, on a Dask cluster when ``dask_address`` (or the config's ``run.dask_address``) is set.
 
     ``dask_address`` is ``local`` / ``local:N`` (a cluster of N worker processes started here) or a scheduler
-    URL; a remote cluster's workers must reach the same Prefect API (see :mod:`dqrelease.runtime.cluster`).
-    ``seeded_test_or_audit`` as in :func:`release`.
+    URL: ``tls://`` with the config's ``[run.dask_tls]`` files, or plain ``tcp://`` on this machine (on another
+    machine only with ``dask_insecure`` or ``run.dask_insecure``). A remote cluster's workers must reach the same
+    Prefect API (see :mod:`dqrelease.runtime.cluster`). ``seeded_test_or_audit`` as in :func:`release`.
     """
-    address = dask_address or load_release_config.fn(config_path)[0].run.dask_address
-    if address is None:
+    access = load_release_config.fn(config_path)[0].run.dask_access(dask_address, insecure=dask_insecure)
+    if access is None:
         return release(config_path, output_directory=output_directory, accept_low_utility=accept_low_utility,
                        seeded_test_or_audit=seeded_test_or_audit)
     from dqrelease.runtime.cluster import dask_scheduler
 
-    with dask_scheduler(address) as scheduler:  # reached (or refused) before the flow reads or charges anything
-        from prefect_dask import DaskTaskRunner
-
-        flow_on_dask = release.with_options(task_runner=DaskTaskRunner(address=scheduler))
+    with dask_scheduler(access) as scheduler:  # reached (or refused) before the flow reads or charges anything
+        flow_on_dask = release.with_options(task_runner=scheduler.task_runner())
         return flow_on_dask(
-            config_path, dask_address=scheduler, output_directory=output_directory,
+            config_path, dask_address=scheduler.address, output_directory=output_directory,
             accept_low_utility=accept_low_utility, seeded_test_or_audit=seeded_test_or_audit,
         )
 

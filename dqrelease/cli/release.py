@@ -62,16 +62,22 @@ def _plan_public(loaded: Any, schema: Any) -> tuple[Any, Any, Any]:
 
 
 def _check_before_run(
-    config: Path, dask: str | None, *, accept_low_utility: bool = False, seeded_test_or_audit: bool = False
+    config: Path,
+    dask: str | None,
+    *,
+    dask_insecure: bool = False,
+    accept_low_utility: bool = False,
+    seeded_test_or_audit: bool = False,
 ) -> tuple[Any, Any, Any]:
-    """Refuse a missing or invalid config, schema, source path, plan or Dask address before Prefect starts.
+    """Refuse a missing or invalid config, schema, source path, plan or Dask access before Prefect starts.
 
     A plan whose memory forecast exceeds ``run.memory_limit_gib`` is refused (exit 2, nothing read or charged), and
     so is one whose utility forecast is no better than publishing zeros or uniform data, or misses the ``[accuracy]``
     targets (exit 2, nothing read or charged) unless ``accept_low_utility``, and so is a seeded
     config unless ``seeded_test_or_audit``, or one whose seed the ledger already charged. With ``n`` public the
     plan's cost must fit the ledger's remaining budget (exit 4, nothing read or charged; the run charges it after
-    the validation, as before).
+    the validation, as before). A Dask address is checked by :meth:`~dqrelease.runtime.cluster.DaskAccess.check`
+    (plain TCP to another machine only with ``dask_insecure``, TLS files present, the ``dask`` extra installed).
 
     Returns:
         The release config, its schema and its plan (None when ``n`` is a noisy count).
@@ -81,7 +87,6 @@ def _check_before_run(
 
     check_seeded_release(loaded, test_or_audit=seeded_test_or_audit, fix=f"give {SEEDED_FLAG}")
     from dqrelease.inputs.ingest import check_source_files  # imports DuckDB and Arrow: only for a valid config
-    from dqrelease.runtime.cluster import local_worker_count
 
     check_source_files(loaded.source)
     _, workload, planned = _plan_public(loaded, schema)
@@ -97,9 +102,9 @@ def _check_before_run(
         from dqrelease.ledger.budget_check import check_budget
 
         check_budget(loaded, planned)
-    address = dask or loaded.run.dask_address
-    if address is not None:
-        local_worker_count(address)
+    access = loaded.run.dask_access(dask, insecure=dask_insecure)
+    if access is not None:
+        access.check()
     return loaded, schema, planned
 
 
@@ -198,7 +203,13 @@ def _filtered_prefect_console(handler_class: type) -> Iterator[None]:
 
 
 def _run_release(
-    config: Path, *, view: RunView, dask: str | None = None, accept_low_utility: bool = False, seeded: bool = False
+    config: Path,
+    *,
+    view: RunView,
+    dask: str | None = None,
+    dask_insecure: bool = False,
+    accept_low_utility: bool = False,
+    seeded: bool = False,
 ) -> dict:
     """Start Prefect (the ``start`` stage), then run the release flow while ``view`` shows its stages."""
     from dqrelease.cli.server import started_server_notice
@@ -217,7 +228,8 @@ def _run_release(
         stack.enter_context(api.connected())
         stack.enter_context(_quiet_prefect_console())
         return run_release(
-            str(config), dask_address=dask, accept_low_utility=accept_low_utility, seeded_test_or_audit=seeded
+            str(config), dask_address=dask, dask_insecure=dask_insecure, accept_low_utility=accept_low_utility,
+            seeded_test_or_audit=seeded,
         )
 
 
@@ -234,9 +246,20 @@ def run(
         str | None,
         typer.Option(
             metavar="ADDRESS",
-            help="Dask scheduler (tcp://host:8786), or 'local' / 'local:N' for N local worker processes.",
+            help="Dask scheduler (tls://host:8786 with the config's [run.dask_tls] certificates, tcp:// on this "
+            "machine), or 'local' / 'local:N' for N local worker processes. Needs the dask extra: "
+            "pip install -e \".[dask]\".",
         ),
     ] = None,
+    dask_insecure: Annotated[
+        bool,
+        typer.Option(
+            "--dask-insecure",
+            help="Allow a plain tcp:// Dask scheduler on another machine (run.dask_insecure = true in the config): "
+            "the private data and the generator's key travel unencrypted. Without it such an address is refused "
+            "(exit 2) before anything is read; use tls:// instead.",
+        ),
+    ] = False,
     accept_low_utility: Annotated[
         bool,
         typer.Option(
@@ -273,14 +296,16 @@ def run(
             # checks the config and starts the run (a refusal kills it at once)
             stack.enter_context(side_process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE))
             loaded, schema, planned = _check_before_run(
-                config, dask, accept_low_utility=accept_low_utility, seeded_test_or_audit=seeded_test_or_audit
+                config, dask, dask_insecure=dask_insecure, accept_low_utility=accept_low_utility,
+                seeded_test_or_audit=seeded_test_or_audit,
             )
         view.notice(_plan_line(loaded, planned), style="bold")
         from dqrelease.expectations.validate import prepare_raw_suite
 
         prepare_raw_suite(schema)  # built in the side process right after its imports, before the data is read
         summary = _run_release(
-            config, view=view, dask=dask, accept_low_utility=accept_low_utility, seeded=seeded_test_or_audit
+            config, view=view, dask=dask, dask_insecure=dask_insecure, accept_low_utility=accept_low_utility,
+            seeded=seeded_test_or_audit,
         )
     out = _stdout()
     cost = summary["privacy"][summary["accounting_mode"]]

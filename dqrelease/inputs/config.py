@@ -18,9 +18,11 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from dqrelease.errors import ConfigInvalidError
 from dqrelease.inputs.toml_input import STRICT, StrictModel, format_validation_error, read_toml, resolve_path
 from dqrelease.mechanisms import DEFAULT_MECHANISM, MECHANISMS, MechanismSettings
+from dqrelease.runtime.cluster import DaskAccess
 
 __all__ = [
     "AccuracyConfig",
+    "DaskTlsConfig",
     "LedgerConfig",
     "OutputConfig",
     "PrivacyConfig",
@@ -269,6 +271,14 @@ class LedgerConfig(StrictModel):
         return self
 
 
+class DaskTlsConfig(StrictModel):
+    """Certificate files of a ``tls://`` Dask scheduler (Dask's ``Security``): section ``[run.dask_tls]``."""
+
+    ca_file: Path = Field(description="PEM certificate of the authority that signed the cluster's certificates.")
+    cert_file: Path = Field(description="PEM certificate of this client, signed by that authority.")
+    key_file: Path | None = Field(default=None, description="PEM private key of cert_file (default: in cert_file).")
+
+
 class RunConfig(StrictModel):
     """Randomness, working database and execution."""
 
@@ -279,7 +289,24 @@ class RunConfig(StrictModel):
     database: Path | None = Field(
         default=None, description="Working DuckDB file (default: one per run in its staging folder, removed with it)."
     )
-    dask_address: str | None = Field(default=None, description="Run parallel tasks on this Dask scheduler.")
+    dask_address: str | None = Field(
+        default=None,
+        description=(
+            "Run parallel tasks on this Dask scheduler: 'local' / 'local:N' (N worker processes here), tls://HOST:PORT "
+            "(with [run.dask_tls]), or tcp://HOST:PORT on this machine (127.0.0.1, ::1, localhost; another machine "
+            "only with dask_insecure)."
+        ),
+    )
+    dask_insecure: bool = Field(
+        default=False,
+        description=(
+            "Allow a plain tcp:// scheduler on another machine: the private data and the generator's key travel "
+            "unencrypted (--dask-insecure for one run)."
+        ),
+    )
+    dask_tls: DaskTlsConfig | None = Field(
+        default=None, description="Certificate files of a tls:// scheduler: section [run.dask_tls]."
+    )
     memory_limit_gib: float | None = Field(
         default=None, gt=0, le=1_048_576, allow_inf_nan=False,
         description=(
@@ -295,6 +322,16 @@ class RunConfig(StrictModel):
         if self.seed_mode == "secure" and self.seed is not None:
             raise ValueError("a seed is only allowed with seed_mode = 'seeded' (tests and audits)")
         return self
+
+    def dask_access(self, address: str | None = None, *, insecure: bool = False) -> DaskAccess | None:
+        """How the run reaches its Dask cluster: ``address`` (``--dask``) or ``dask_address``; None without Dask.
+
+        ``insecure`` (``--dask-insecure``) opts in to plain TCP as ``dask_insecure`` does.
+        """
+        address = address or self.dask_address
+        if address is None:
+            return None
+        return DaskAccess(address=address, tls=self.dask_tls, insecure=insecure or self.dask_insecure)
 
 
 class AccuracyConfig(StrictModel):
@@ -418,8 +455,12 @@ def _read_resolved(path: Path) -> dict:
             source["paths"] = [resolve_path(base, p) for p in source["paths"]]
         if "database" in source:
             source["database"] = resolve_path(base, source["database"])
-    for section, key in (("output", "directory"), ("ledger", "path"), ("run", "database")):
-        block = raw.get(section)
+    run = raw.get("run")
+    tls = run.get("dask_tls") if isinstance(run, dict) else None
+    for block, key in (
+        (raw.get("output"), "directory"), (raw.get("ledger"), "path"), (run, "database"),
+        (tls, "ca_file"), (tls, "cert_file"), (tls, "key_file"),
+    ):
         if isinstance(block, dict) and key in block:
             block[key] = resolve_path(base, block[key])
     return raw

@@ -13,6 +13,7 @@ import typing
 from pydantic import BaseModel
 
 from dqrelease.inputs.config import (
+    DaskTlsConfig,
     LedgerConfig,
     OutputConfig,
     PrivacyConfig,
@@ -111,6 +112,7 @@ def config_reference_markdown() -> str:
         ("[ledger]", LedgerConfig, "ledger."),
         ("[output]", OutputConfig, "output."),
         ("[run]", RunConfig, "run."),
+        ("[run.dask_tls]", DaskTlsConfig, "run.dask_tls."),
     ):
         lines += ["", f"## {title}", "", *_table(model, prefix)]
     return "\n".join(lines) + "\n"

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from prefect_dask import DaskTaskRunner
 
 from dqrelease.errors import ConfigInvalidError
 from dqrelease.flows.release import release, release_many, run_release
 from dqrelease.ledger import Ledger
-from dqrelease.runtime.cluster import dask_scheduler, local_worker_count
+from dqrelease.runtime.cluster import DaskAccess, dask_scheduler, local_worker_count
 from tests.adult_slice import release_config, write_slice
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
@@ -47,9 +46,9 @@ def test_release_many_fans_out_one_ledger_entry_per_release(workspace: Path):
         path = workspace / f"{name}.toml"
         path.write_text(text)
         configs.append(str(path))
-    with dask_scheduler("local:2") as scheduler:
-        summaries = release_many.with_options(task_runner=DaskTaskRunner(address=scheduler))(
-            configs, dask_address=scheduler, seeded_test_or_audit=True
+    with dask_scheduler(DaskAccess(address="local:2")) as scheduler:
+        summaries = release_many.with_options(task_runner=scheduler.task_runner())(
+            configs, dask_address=scheduler.address, seeded_test_or_audit=True
         )
     assert [s["run_id"].split("-2")[0] for s in summaries] == ["adult-men", "adult-women"]
     ledger = Ledger(workspace / "ledger.duckdb")
