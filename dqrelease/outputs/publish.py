@@ -57,19 +57,19 @@ class TableWriter:
     :meth:`finish` (an error) closes the files half written, for the caller to remove with the staging directory.
     """
 
-    def __init__(
-        self, directory: Path, formats: list[str], *, row_group_rows: int = PARQUET_ROW_GROUP_ROWS
-    ) -> None:
+    def __init__(self, directory: Path, formats: list[str], *, row_group_rows: int | None = None) -> None:
         """Prepare the writers (files are created by the first chunk).
 
         Args:
             directory: The staging directory (created if missing).
             formats: Any of ``"parquet"``, ``"csv"``, ``"duckdb"``.
-            row_group_rows: Rows of a Parquet row group (:data:`PARQUET_ROW_GROUP_ROWS`; tests lower it).
+            row_group_rows: Rows of a Parquet row group; None: :data:`PARQUET_ROW_GROUP_ROWS` (read at the call,
+                so tests may lower it).
 
         Raises:
             ValueError: If ``row_group_rows`` is below 1.
         """
+        row_group_rows = PARQUET_ROW_GROUP_ROWS if row_group_rows is None else row_group_rows
         if row_group_rows < 1:
             raise ValueError(f"row_group_rows ({row_group_rows}) must be at least 1")
         directory.mkdir(parents=True, exist_ok=True)
