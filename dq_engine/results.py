@@ -99,16 +99,27 @@ class SynthesisResult:
     neighbouring: str = "replace-one (n public)"
 
     def sample_rows(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        """Expand to ``count`` rows of codes.
+        """Expand to ``count`` rows of codes: ``records[sample_index(count, rng)]``."""
+        return self.records[self.sample_index(count, rng)]
+
+    def sample_index(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        """Which record each of ``count`` expanded rows copies, in the rows' (shuffled) order.
 
         Whole copies of the records, the remainder drawn at random (without replacement, uniformly or by
         weight), so row frequencies match the synthetic distribution as closely as an integer count allows.
+
+        The index is the compact form of :meth:`sample_rows` (the same draws, so the same rows): ``int32`` when
+        there are fewer than 2^31 records, 4 bytes a row instead of 8 per row and column, so that a caller can
+        expand and use the rows a chunk at a time (``records[index[start:stop]]``).
         """
         r = self.records.shape[0]
+        dtype = np.int32 if r <= np.iinfo(np.int32).max else np.int64
         if self.weights is None:
             copies, remainder = divmod(count, r)
-            extra = rng.choice(r, size=remainder, replace=False) if remainder else np.array([], dtype=int)
-            index = np.concatenate([np.tile(np.arange(r), copies), extra]).astype(np.int64)
+            index = np.empty(count, dtype=dtype)
+            index[: copies * r].reshape(copies, r)[:] = np.arange(r, dtype=dtype)
+            if remainder:
+                index[copies * r :] = rng.choice(r, size=remainder, replace=False)
         else:
             p = self.weights / self.weights.sum()
             expected = p * count
@@ -117,6 +128,6 @@ class SynthesisResult:
             if remainder:
                 extra = rng.choice(r, size=remainder, replace=False, p=(expected - base) / (expected - base).sum())
                 base[extra] += 1
-            index = np.repeat(np.arange(r), base)
+            index = np.repeat(np.arange(r, dtype=dtype), base)
         rng.shuffle(index)
-        return self.records[index]
+        return index

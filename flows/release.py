@@ -55,9 +55,9 @@ from dqrelease.runtime.schedules import one_release_per_dataset
 from dqrelease.tasks.common import failures_not_persisted
 from dqrelease.tasks.outputs import (
     check_synthetic,
-    decode_synthetic,
     error_report,
     publish_release,
+    sample_synthetic,
     stage_outputs,
     write_manifests,
 )
@@ -187,23 +187,23 @@ def _finish(prepared: _Prepared, result: SynthesisResult, true_answers: np.ndarr
     """
     config, schema, run, plan = prepared.config, prepared.schema, prepared.run, prepared.plan
     with progress.stage("sample"):
-        codes, frame = decode_synthetic(config, schema, result, plan, prepared.rngs["decode"])
+        rows = sample_synthetic(config, schema, result, plan, prepared.rngs["decode"])
     with progress.stage("report"):
-        # the synthetic table is validated (mostly in the side process) while the outputs are staged and the report
-        # is drawn; nothing is published before it passes
-        checked = check_synthetic.submit(config, schema, frame)
+        # the rows are decoded, written and sent to validation chunk by chunk (validated mostly in the side process,
+        # which finishes the last chunks while the report is drawn); nothing is published before they all pass
+        outputs, validation = stage_outputs(config, schema, rows, run)
         try:
-            outputs = stage_outputs(config, frame, run)
             error_report(
-                config, schema, prepared.data, prepared.workload, result, plan, codes, run, prepared.rngs["report"],
+                config, schema, prepared.data, prepared.workload, result, plan, rows, run, prepared.rngs["report"],
                 true_answers=true_answers,
             )
-        finally:
-            checked.wait()
-        checked.result()
+        except BaseException:
+            validation.abandon()
+            raise
+        check_synthetic(validation)
     with progress.stage("publish"):
         config_path = str(Path(prepared.config_path).resolve())
-        write_manifests(config, config_path, plan, prepared.receipts, outputs, len(frame), prepared.seed_file, run)
+        write_manifests(config, config_path, plan, prepared.receipts, outputs, rows.n_rows, prepared.seed_file, run)
         paths = publish_release(run)
     return {
         "run_id": run.run_id,
@@ -365,7 +365,7 @@ def replay_release(manifest_path: str) -> dict[str, Any]:
         plan = plan_privacy(config, n, workload)
         grant = grant_for_replay(target=target, plan=plan, run_id=run.run_id)
         result = synthesize(grant, data, workload, rngs["mechanism"])
-        _, frame = decode_synthetic(config, schema, result, plan, rngs["decode"])
-        check_synthetic(config, schema, frame)
-        outputs = stage_outputs(config, frame, run)
+        rows = sample_synthetic(config, schema, result, plan, rngs["decode"])
+        outputs, validation = stage_outputs(config, schema, rows, run)
+        check_synthetic(validation)
     return {"run_id": target.run_id, "outputs": outputs}

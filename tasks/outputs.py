@@ -6,59 +6,66 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dq_engine import Dataset, SynthesisResult, Workload
-from dqrelease.expectations.validate import validate_synthetic
+from dqrelease.expectations.validate import SyntheticValidation
 from dqrelease.inputs.config import ReleaseConfig
 from dqrelease.inputs.schema import Schema
 from dqrelease.mechanisms import ReleasePlan
-from dqrelease.outputs.decode import decode_records, published_labels
+from dqrelease.outputs.decode import published_labels
 from dqrelease.outputs.manifest import build_manifest, write_json
 from dqrelease.outputs.publish import write_outputs
+from dqrelease.outputs.published_rows import PublishedRows
 from dqrelease.outputs.report import INTERNAL_BANNER, build_error_report, n_status, write_error_report
 from dqrelease.outputs.runs import RunContext
 from dqrelease.plan import mechanism_budget
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
-from dqrelease.warehouse import connect
 
 
-@task(name="decode", **TASK_OPTIONS)
+@task(name="sample-rows", **TASK_OPTIONS)
 @private_errors
-def decode_synthetic(
+def sample_synthetic(
     config: ReleaseConfig, schema: Schema, result: SynthesisResult, plan: ReleasePlan, rng: np.random.Generator
-) -> tuple[np.ndarray, pd.DataFrame]:
-    """Expand the synthetic records to the requested rows and decode them to the original columns.
+) -> PublishedRows:
+    """Draw which synthetic record each published row copies; the rows are decoded chunk by chunk when staged.
 
     The default row count is the public ``n`` (the planning ``n`` when ``n`` is a noisy count).
     """
-    rows = config.output.rows or plan.n
-    codes = result.sample_rows(rows, rng)
-    return codes, decode_records(codes, schema, numeric_values=config.output.numeric_values, rng=rng,
-                                 single_value_numbers=config.output.single_value_numbers)
-
-
-@task(name="validate-synthetic", **TASK_OPTIONS)
-@private_errors
-def check_synthetic(config: ReleaseConfig, schema: Schema, frame: pd.DataFrame) -> None:
-    """Validate the synthetic table with the schema's published suite, before anything is published.
-
-    The suite has one expectation per public rule of the schema: a published row breaking a rule fails the release
-    (exit 3), whatever the rule's ``on_violation`` (that key is about the raw table).
-    """
-    with connect(None) as con:
-        con.register("synthetic", frame)  # validated through a view on the frame: no copy into DuckDB
-        validate_synthetic(con, "synthetic", schema, numeric_values=config.output.numeric_values,
-                           single_value_numbers=config.output.single_value_numbers)
+    return PublishedRows.draw(result, config.output.rows or plan.n, rng, schema=schema,
+                              numeric_values=config.output.numeric_values,
+                              single_value_numbers=config.output.single_value_numbers)
 
 
 @task(name="stage-outputs", **TASK_OPTIONS)
 @private_errors
-def stage_outputs(config: ReleaseConfig, frame: pd.DataFrame, run: RunContext) -> dict[str, dict[str, str]]:
-    """Write the synthetic table into the staging directory in every requested format."""
-    return write_outputs(frame, run.staging_release, list(config.output.formats))
+def stage_outputs(
+    config: ReleaseConfig, schema: Schema, rows: PublishedRows, run: RunContext
+) -> tuple[dict[str, dict[str, str]], SyntheticValidation]:
+    """Decode the published rows chunk by chunk, send each chunk to validation and write it to the staging directory.
+
+    Returns the outputs' hashes and the validation still running on the last chunks (:func:`check_synthetic`).
+    """
+    validation = SyntheticValidation(schema, numeric_values=config.output.numeric_values,
+                                     single_value_numbers=config.output.single_value_numbers)
+    try:
+        outputs = write_outputs(validation.check_each(rows.frames()), run.staging_release, list(config.output.formats))
+    except BaseException:
+        validation.abandon()
+        raise
+    return outputs, validation
+
+
+@task(name="validate-synthetic", **TASK_OPTIONS)
+@private_errors
+def check_synthetic(validation: SyntheticValidation) -> None:
+    """Wait for the published suite on the staged table's last chunks, before anything is published.
+
+    The suite has one expectation per public rule of the schema: a published row breaking a rule fails the release
+    (exit 3), whatever the rule's ``on_violation`` (that key is about the raw table).
+    """
+    validation.finish()
 
 
 @task(name="error-report", **TASK_OPTIONS)
@@ -70,19 +77,20 @@ def error_report(
     workload: Workload,
     result: SynthesisResult,
     plan: ReleasePlan,
-    published_codes: np.ndarray,
+    rows: PublishedRows,
     run: RunContext,
     rng: np.random.Generator,
     true_answers: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Write the INTERNAL error report (JSON, Markdown, HTML) and a Prefect summary artifact.
 
-    The report counts the published rows that break one of the schema's rules (``plan.constraints``) and labels
-    every value as the published table writes it (``output.numeric_values``, ``output.single_value_numbers``).
+    The report evaluates the published ``rows`` from how many copy each synthetic record (counted chunk by chunk),
+    counts those that break one of the schema's rules (``plan.constraints``) and labels every value as the
+    published table writes it (``output.numeric_values``, ``output.single_value_numbers``).
     ``true_answers`` are the workload's exact answers when the flow already computed them (never recomputed).
     """
     report = build_error_report(
-        data=data, workload=workload, result=result, costs=plan.costs, published_codes=published_codes, rng=rng,
+        data=data, workload=workload, result=result, costs=plan.costs, published_counts=rows.record_counts(), rng=rng,
         release_name=config.name, run_id=run.run_id, delta=mechanism_budget(config)[1], accounting=plan.mode,
         neighbouring=config.privacy.neighbouring, n_status=n_status(config.privacy.n, config.privacy.n_epsilon),
         constraints=plan.constraints, true_answers=true_answers,

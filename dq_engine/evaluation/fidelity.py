@@ -157,12 +157,23 @@ def fidelity_marginals(domain: Domain, *, max_pairs: int = MAX_PAIRS, seed: int 
 
 
 # ---------------------------------------------------------------------- contingency tables
-def _merge_rows(domain: Domain, codes: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows (column-major int64, for fast column reads) and their total weight (or count)."""
+def _merge_rows(
+    domain: Domain, codes: np.ndarray, weights: np.ndarray | None, counts: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows (column-major int64, for fast column reads) and their total weight (or count).
+
+    ``counts`` (plain rows, each repeated): rows repeated 0 times are left out, so the distinct rows and their
+    counts are those of the expanded rows, bit for bit.
+    """
     codes = np.asarray(codes)
-    if weights is None:
-        distinct, counts = unique_rows(codes, domain.sizes, return_counts=True)
-        total = counts.astype(np.float64)
+    if counts is not None:
+        counts = np.asarray(counts)
+        kept = counts > 0
+        distinct, inverse = unique_rows(codes[kept], domain.sizes, return_inverse=True)
+        total = np.bincount(inverse, weights=counts[kept].astype(np.float64), minlength=len(distinct))
+    elif weights is None:
+        distinct, row_counts = unique_rows(codes, domain.sizes, return_counts=True)
+        total = row_counts.astype(np.float64)
     else:
         distinct, inverse = unique_rows(codes, domain.sizes, return_inverse=True)
         total = np.bincount(inverse, weights=np.asarray(weights, dtype=np.float64), minlength=len(distinct))
@@ -392,6 +403,7 @@ def evaluate_rows(
     label: str,
     constraints: SupportsFeasible | None = None,
     workload_answers: np.ndarray | None = None,
+    counts: np.ndarray | None = None,
 ) -> Fidelity:
     """Every figure of a set of rows (published rows) or of a weighted synthetic distribution.
 
@@ -403,9 +415,17 @@ def evaluate_rows(
         constraints: Declared constraints, or None.
         workload_answers: The answers to score on the workload instead of the rows' own (e.g. randomized
             response's unbiased estimator); None: the rows' answers.
+        counts: Plain rows given compactly: row ``i`` of ``codes`` stands for ``counts[i]`` identical rows (e.g.
+            how many published rows copy each synthetic record). The figures are those of the expanded rows, bit
+            for bit, without building them. Not with ``weights``.
+
+    Raises:
+        ValueError: If both ``weights`` and ``counts`` are given.
     """
+    if weights is not None and counts is not None:
+        raise ValueError("give weights (a distribution) or counts (repeated plain rows), not both")
     domain = reference.marginals.domain
-    distinct, mass = _merge_rows(domain, codes, weights)
+    distinct, mass = _merge_rows(domain, codes, weights, counts)
     tables = _tables_from_rows(reference.marginals, distinct, mass)
     one_way, worst, where, two_way = _compare_tables(reference, tables)
     if workload_answers is None and reference.workload is not None:

@@ -74,7 +74,7 @@ MAX_EPSILON = 100.0
 """Largest epsilon a config accepts: beyond it a release protects nothing and the calibrations overflow."""
 
 MAX_OUTPUT_ROWS = 100_000_000
-"""Most rows a release may publish (the decoded table is built in memory)."""
+"""Most rows a release may publish (written in chunks; the row index takes 4 bytes a row in memory)."""
 
 
 class PrivacyConfig(StrictModel):

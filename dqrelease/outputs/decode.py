@@ -10,14 +10,19 @@ Per column, in schema order:
   is written as that number (``16`` for ``[16, 17)``), and a column whose buckets all hold one value is an integer
   column (``Int64``) rather than text;
 * numeric with ``numeric_values = "uniform"``: a value drawn uniformly inside the bucket ``[lo, hi)``:
-  integer columns get integers ``lo .. hi-1`` (``Int64``), float columns floats in ``[lo, hi)``
-  (``Float64``).
+  integer columns get integers ``lo .. hi-1`` (``Int64``; the schema's whole-number edges give every bucket at
+  least one), float columns floats in ``[lo, hi)`` (``Float64``).
 
 The missing bucket decodes to NULL in both modes. Values drawn uniformly depend only on the codes and the
 passed generator, so decoding adds no privacy cost (post-processing) and is reproducible from a seed.
 
 :func:`published_labels` names every code the way the published table writes it, for the internal error report
 (its per-column panels and its tables say ``16`` where the published table says ``16``).
+
+**Chunks.** A :class:`RecordDecoder` decodes a table a chunk of rows at a time, and the values do not depend on
+where the chunks are cut: each numeric column draws from a generator of its own (spawned from the passed one when
+the decoder is made), one value per row in row order, so the rows of a chunk continue the stream where the
+previous chunk stopped. Only the uniform draws are random; labels and numbers of bucket labels are a lookup.
 """
 
 from __future__ import annotations
@@ -28,11 +33,77 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from dq_engine.privacy.rng import spawn
 from dqrelease.inputs.columns import BinaryColumn, CategoricalColumn, NumericColumn
 from dqrelease.inputs.schema import Schema
 
-__all__ = ["PublishedLabels", "decode_records", "published_labels"]
+__all__ = ["PublishedLabels", "RecordDecoder", "decode_records", "published_labels"]
+
+
+class RecordDecoder:
+    """Decode value codes to the schema's columns, one chunk of rows after the other (see the module docstring).
+
+    Decoding the rows in one call or in any split into consecutive chunks gives the same values. A decoder is
+    stateful (its column generators advance): decode each row once, in order.
+    """
+
+    def __init__(
+        self,
+        schema: Schema,
+        *,
+        numeric_values: Literal["bucket_label", "uniform"],
+        rng: np.random.Generator,
+        single_value_numbers: bool = True,
+    ) -> None:
+        """Prepare the columns' lookups and, for uniform numbers, one generator per numeric column.
+
+        Args:
+            schema: The public schema.
+            numeric_values: ``"bucket_label"`` or ``"uniform"`` (see the module docstring).
+            rng: Generator the numeric columns' generators are spawned from (unused for bucket labels).
+            single_value_numbers: With bucket labels, write a one-value integer bucket as its number (see the module
+                docstring; :meth:`~dqrelease.inputs.columns.NumericColumn.published_labels`).
+        """
+        self.schema = schema
+        self.numeric_values = numeric_values
+        self.single_value_numbers = single_value_numbers
+        numeric = [column.name for column in schema.columns if isinstance(column, NumericColumn)]
+        drawn = numeric if numeric_values == "uniform" else []
+        self._generators = dict(zip(drawn, spawn(rng, len(drawn)) if drawn else [], strict=True))
+
+    def decode(self, codes: np.ndarray) -> pd.DataFrame:
+        """Turn the next ``r`` rows of value codes ``(r, m)`` into a table with the schema's columns.
+
+        Args:
+            codes: Integer codes, one row per record and one column per schema column, ``codes[:, j]`` in
+                ``0 .. size_j - 1`` (the domain of :func:`dqrelease.inputs.encoding.domain_from_columns`).
+
+        Returns:
+            A DataFrame with the schema's column names, in order, and ``r`` rows (index ``0 .. r-1``).
+
+        Raises:
+            ValueError: If ``codes`` has the wrong shape or a code outside its column's range.
+        """
+        codes = np.asarray(codes)
+        m = len(self.schema.columns)
+        if codes.ndim != 2 or codes.shape[1] != m:
+            raise ValueError(f"codes must have shape (r, {m}), one column per schema column; got {codes.shape}")
+        columns: dict[str, pd.api.extensions.ExtensionArray | np.ndarray] = {}
+        for j, column in enumerate(self.schema.columns):
+            code = codes[:, j].astype(np.int64)
+            if code.size and (code.min() < 0 or code.max() >= column.size):
+                raise ValueError(f"codes of column {column.name!r} must lie in 0..{column.size - 1}")
+            if isinstance(column, CategoricalColumn):
+                columns[column.name] = _labels(column.values, code)
+            elif isinstance(column, BinaryColumn):
+                columns[column.name] = code.astype(np.int8)
+            elif self.numeric_values == "bucket_label":
+                columns[column.name] = _bucket_labels(column, code, single_value_numbers=self.single_value_numbers)
+            else:
+                columns[column.name] = _uniform(column, code, self._generators[column.name])
+        return pd.DataFrame(columns)
 
 
 def decode_records(
@@ -43,41 +114,13 @@ def decode_records(
     rng: np.random.Generator,
     single_value_numbers: bool = True,
 ) -> pd.DataFrame:
-    """Turn value codes ``(r, m)`` into a table with the schema's columns.
+    """Turn value codes ``(r, m)`` into a table with the schema's columns, in one chunk.
 
-    Args:
-        codes: Integer codes, one row per record and one column per schema column, ``codes[:, j]`` in
-            ``0 .. size_j - 1`` (the domain of :func:`dqrelease.inputs.encoding.domain_from_columns`).
-        schema: The public schema.
-        numeric_values: ``"bucket_label"`` or ``"uniform"`` (see the module docstring).
-        rng: Generator for the uniform draws (unused for bucket labels).
-        single_value_numbers: With bucket labels, write a one-value integer bucket as its number (see the module
-            docstring; :meth:`~dqrelease.inputs.columns.NumericColumn.published_labels`).
-
-    Returns:
-        A DataFrame with the schema's column names, in order, and ``r`` rows.
-
-    Raises:
-        ValueError: If ``codes`` has the wrong shape or a code outside its column's range.
+    The same values as a :class:`RecordDecoder` made with ``rng`` decoding the rows in any chunks. Arguments,
+    result and errors as :class:`RecordDecoder` and :meth:`RecordDecoder.decode`.
     """
-    codes = np.asarray(codes)
-    m = len(schema.columns)
-    if codes.ndim != 2 or codes.shape[1] != m:
-        raise ValueError(f"codes must have shape (r, {m}), one column per schema column; got {codes.shape}")
-    columns: dict[str, pd.api.extensions.ExtensionArray | np.ndarray] = {}
-    for j, column in enumerate(schema.columns):
-        code = codes[:, j].astype(np.int64)
-        if code.size and (code.min() < 0 or code.max() >= column.size):
-            raise ValueError(f"codes of column {column.name!r} must lie in 0..{column.size - 1}")
-        if isinstance(column, CategoricalColumn):
-            columns[column.name] = _labels(column.values, code)
-        elif isinstance(column, BinaryColumn):
-            columns[column.name] = code.astype(np.int8)
-        elif numeric_values == "bucket_label":
-            columns[column.name] = _bucket_labels(column, code, single_value_numbers=single_value_numbers)
-        else:
-            columns[column.name] = _uniform(column, code, rng)
-    return pd.DataFrame(columns)
+    decoder = RecordDecoder(schema, numeric_values=numeric_values, rng=rng, single_value_numbers=single_value_numbers)
+    return decoder.decode(codes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,11 +173,15 @@ def published_labels(
 
 
 def _labels(labels: list[str], code: np.ndarray, *, missing: int | None = None) -> pd.api.extensions.ExtensionArray:
-    """Labels of the codes as a ``string`` array; the code ``missing`` (the missing bucket) becomes NA."""
-    table = np.asarray([*labels, None], dtype=object)
+    """Labels of the codes as a ``string`` array; the code ``missing`` (the missing bucket) becomes NA.
+
+    Built by Arrow's ``take`` on the label table (pandas' ``string`` dtype is Arrow-backed): the same array as
+    ``pd.array(labels[code], dtype="string")`` without a Python string object per row.
+    """
     if missing is not None:
         code = np.where(code == missing, len(labels), code)
-    return pd.array(table[code], dtype="string")
+    table = pa.array([*labels, None], type=pa.large_string())
+    return pd.arrays.ArrowStringArray(table.take(pa.array(code)))
 
 
 def _bucket_labels(
@@ -151,19 +198,14 @@ def _bucket_labels(
 
 
 def _uniform(column: NumericColumn, code: np.ndarray, rng: np.random.Generator) -> pd.api.extensions.ExtensionArray:
-    """A value drawn uniformly inside each code's bucket ``[lo, hi)``; the missing bucket becomes NA."""
+    """A value drawn uniformly inside each code's bucket ``[lo, hi)`` (one draw per row); missing becomes NA."""
     buckets = len(column.edges) - 1
     edges = np.asarray(column.edges, dtype=float)
     missing = code >= buckets
     bucket = np.where(missing, 0, code)
     lo, hi = edges[bucket], edges[bucket + 1]
-    if column.type == "integer":
-        low = np.ceil(lo).astype(np.int64)
-        high = np.ceil(hi).astype(np.int64)  # integers in [lo, hi) are ceil(lo) .. ceil(hi) - 1
-        empty = sorted({f"[{a}, {b})" for a, b, e in zip(lo, hi, high <= low, strict=True) if e})
-        if empty:
-            raise ValueError(f"column {column.name!r}: bucket(s) {empty} hold no integer; use whole-number edges")
-        values = rng.integers(low, high)
+    if column.type == "integer":  # whole-number edges (the schema checks): integers lo .. hi - 1
+        values = rng.integers(lo.astype(np.int64), hi.astype(np.int64))
         return pd.arrays.IntegerArray(values.astype(np.int64), missing)
     values = lo + (hi - lo) * rng.random(code.shape[0])
     values = np.minimum(values, np.nextafter(hi, -math.inf))  # rounding must never reach hi

@@ -1,14 +1,25 @@
-"""Writing the synthetic table in the requested formats, and hashing outputs.
+"""Writing the synthetic table in the requested formats, chunk by chunk, and hashing outputs.
 
 Files are written into the run's staging directory; :meth:`dqrelease.outputs.runs.RunContext.publish` renames them
-into place. Hashes: SHA-256 of each file's bytes, plus a *content* hash of the DuckDB table (its rows
-serialised as canonical CSV), because DuckDB database files are not byte-reproducible.
+into place, so a failure while writing leaves no partial output. Hashes: SHA-256 of each file's bytes, plus a
+*content* hash of the DuckDB table (its rows serialised as canonical CSV), because DuckDB database files are not
+byte-reproducible.
+
+**Chunks.** :class:`TableWriter` takes the table as consecutive chunks (pandas frames with the same columns and
+dtypes) and never holds more than one chunk and one Parquet row group: the canonical CSV is appended chunk by
+chunk (and hashed as it goes: it is also the DuckDB table's content hash), each chunk is inserted into the DuckDB
+table, and Parquet rows are buffered into row groups of :data:`PARQUET_ROW_GROUP_ROWS` rows. Every file's bytes
+(the DuckDB table's content) are the same whatever the chunks: CSV is formatted value by value, and each Parquet
+row group is written from one contiguous Arrow table of fixed length.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO
 
 import duckdb
 import pandas as pd
@@ -17,14 +28,21 @@ import pyarrow.parquet as pq
 
 from dqrelease.inputs.config import file_sha256
 
-__all__ = ["canonical_csv", "table_content_hash", "write_outputs"]
+__all__ = ["PARQUET_ROW_GROUP_ROWS", "TableWriter", "canonical_csv", "table_content_hash", "write_outputs"]
 
 TABLE = "synthetic"
 
+PARQUET_ROW_GROUP_ROWS = 1024 * 1024
+"""Rows of every Parquet row group but the last (pyarrow's default), fixed so the file does not depend on the
+chunks it is written from. It bounds the rows the Parquet writer buffers."""
 
-def canonical_csv(frame: pd.DataFrame) -> bytes:
-    """The table as canonical CSV bytes (column order, row order, no index): ``synthetic.csv`` exactly."""
-    return frame.to_csv(index=False, lineterminator="\n").encode()
+
+def canonical_csv(frame: pd.DataFrame, *, header: bool = True) -> bytes:
+    """The table as canonical CSV bytes (column order, row order, no index): ``synthetic.csv`` exactly.
+
+    ``header=False`` gives the rows of a later chunk: the chunks' bytes, concatenated, are the whole table's.
+    """
+    return frame.to_csv(index=False, header=header, lineterminator="\n").encode()
 
 
 def table_content_hash(frame: pd.DataFrame) -> str:
@@ -32,32 +50,131 @@ def table_content_hash(frame: pd.DataFrame) -> str:
     return hashlib.sha256(canonical_csv(frame)).hexdigest()
 
 
-def write_outputs(frame: pd.DataFrame, directory: Path, formats: list[str]) -> dict[str, dict[str, str]]:
-    """Write ``frame`` as ``synthetic.<format>`` files and return ``{format: {path, sha256[, content_sha256]}}``.
+class TableWriter:
+    """Write a table given chunk by chunk as ``synthetic.<format>`` files (see the module docstring).
 
-    The canonical CSV is serialised once: it is the CSV file and the DuckDB table's content hash.
+    Use as a context manager: :meth:`append` each chunk in order, then :meth:`finish`; leaving the block without
+    :meth:`finish` (an error) closes the files half written, for the caller to remove with the staging directory.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    outputs: dict[str, dict[str, str]] = {}
-    text = canonical_csv(frame) if "csv" in formats or "duckdb" in formats else b""
-    if "parquet" in formats:
-        path = directory / "synthetic.parquet"
-        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
-        outputs["parquet"] = {"path": path.name, "sha256": file_sha256(path)}
-    if "csv" in formats:
-        path = directory / "synthetic.csv"
-        path.write_bytes(text)
-        outputs["csv"] = {"path": path.name, "sha256": file_sha256(path)}
-    if "duckdb" in formats:
-        path = directory / "synthetic.duckdb"
-        with duckdb.connect(str(path)) as con:
-            con.register("frame", frame)
-            con.execute(f"create table {TABLE} as select * from frame")  # TABLE is a module constant
-            con.unregister("frame")
-        outputs["duckdb"] = {
-            "path": path.name,
-            "table": TABLE,
-            "sha256": file_sha256(path),
-            "content_sha256": hashlib.sha256(text).hexdigest(),
-        }
-    return outputs
+
+    def __init__(self, directory: Path, formats: list[str], *, row_group_rows: int | None = None) -> None:
+        """Prepare the writers (files are created by the first chunk).
+
+        Args:
+            directory: The staging directory (created if missing).
+            formats: Any of ``"parquet"``, ``"csv"``, ``"duckdb"``.
+            row_group_rows: Rows of a Parquet row group; None: :data:`PARQUET_ROW_GROUP_ROWS` (read at the call,
+                so tests may lower it).
+
+        Raises:
+            ValueError: If ``row_group_rows`` is below 1.
+        """
+        row_group_rows = PARQUET_ROW_GROUP_ROWS if row_group_rows is None else row_group_rows
+        if row_group_rows < 1:
+            raise ValueError(f"row_group_rows ({row_group_rows}) must be at least 1")
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory, self.formats, self.row_group_rows = directory, list(formats), row_group_rows
+        self._csv_hash = hashlib.sha256() if "csv" in formats or "duckdb" in formats else None
+        self._csv: BinaryIO | None = None
+        self._parquet: pq.ParquetWriter | None = None
+        self._buffer: list[pa.Table] = []
+        self._buffered = 0
+        self._duckdb: duckdb.DuckDBPyConnection | None = None
+        self._chunks = 0
+
+    def __enter__(self) -> TableWriter:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._close()
+
+    def append(self, frame: pd.DataFrame) -> None:
+        """Write the next chunk of rows (the same columns and dtypes as the first)."""
+        first = self._chunks == 0
+        if self._csv_hash is not None:
+            text = canonical_csv(frame, header=first)  # serialised once: the CSV file and the content hash
+            self._csv_hash.update(text)
+            if "csv" in self.formats:
+                if self._csv is None:
+                    self._csv = (self.directory / "synthetic.csv").open("wb")
+                self._csv.write(text)
+        if "parquet" in self.formats:
+            self._append_parquet(frame)
+        if "duckdb" in self.formats:
+            if self._duckdb is None:
+                self._duckdb = duckdb.connect(str(self.directory / "synthetic.duckdb"))
+            self._duckdb.register("chunk", frame)
+            # TABLE is a module constant: no identifier from input reaches the SQL text
+            verb = f"create table {TABLE} as" if first else f"insert into {TABLE}"
+            self._duckdb.execute(f"{verb} select * from chunk")
+            self._duckdb.unregister("chunk")
+        self._chunks += 1
+
+    def finish(self) -> dict[str, dict[str, str]]:
+        """Flush and close the files; return ``{format: {path, sha256[, table, content_sha256]}}``.
+
+        Raises:
+            ValueError: If no chunk was appended (the table's columns are not known).
+        """
+        if self._chunks == 0:
+            raise ValueError("no chunk was written: append at least one (possibly empty) frame")
+        if self._parquet is not None:
+            self._write_row_groups(self._parquet, final=True)
+        self._close()
+        outputs: dict[str, dict[str, str]] = {}
+        for name in ("parquet", "csv"):
+            if name in self.formats:
+                path = self.directory / f"synthetic.{name}"
+                outputs[name] = {"path": path.name, "sha256": file_sha256(path)}
+        if "duckdb" in self.formats:
+            path = self.directory / "synthetic.duckdb"
+            outputs["duckdb"] = {
+                "path": path.name,
+                "table": TABLE,
+                "sha256": file_sha256(path),
+                "content_sha256": self._csv_hash.hexdigest(),  # type: ignore[union-attr]
+            }
+        return outputs
+
+    def _append_parquet(self, frame: pd.DataFrame) -> None:
+        if self._parquet is None:
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            self._parquet = pq.ParquetWriter(self.directory / "synthetic.parquet", table.schema)
+        else:
+            table = pa.Table.from_pandas(frame, schema=self._parquet.schema, preserve_index=False)
+        self._buffer.append(table)
+        self._buffered += table.num_rows
+        self._write_row_groups(self._parquet, final=False)
+
+    def _write_row_groups(self, writer: pq.ParquetWriter, *, final: bool) -> None:
+        """Write every full row group buffered (and the rest when ``final``), each from one contiguous table."""
+        if self._buffered < self.row_group_rows and not (final and self._buffered):
+            return
+        rows = pa.concat_tables(self._buffer).combine_chunks()  # contiguous: pages never depend on the chunks
+        start = 0
+        while rows.num_rows - start >= self.row_group_rows or (final and start < rows.num_rows):
+            group = rows.slice(start, self.row_group_rows)
+            writer.write_table(group, row_group_size=self.row_group_rows)
+            start += group.num_rows
+        rest = rows.slice(start)
+        self._buffer, self._buffered = [rest], rest.num_rows
+
+    def _close(self) -> None:
+        for closing in (self._csv, self._parquet, self._duckdb):
+            if closing is not None:
+                closing.close()
+        self._csv = self._parquet = self._duckdb = None
+
+
+def write_outputs(chunks: Iterable[pd.DataFrame], directory: Path, formats: list[str]) -> dict[str, dict[str, str]]:
+    """Write the table given as consecutive ``chunks`` as ``synthetic.<format>`` files (:class:`TableWriter`).
+
+    Returns:
+        ``{format: {path, sha256[, table, content_sha256]}}``.
+    """
+    with TableWriter(directory, formats) as writer:
+        for chunk in chunks:
+            writer.append(chunk)
+        return writer.finish()

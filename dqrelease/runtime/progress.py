@@ -45,8 +45,8 @@ STAGES: dict[str, str] = {
     "charge": "charge the privacy budget to the ledger",
     "mechanism": "answer the workload, then run the mechanism",
     "fit": "fit the records to charged noisy marginals",
-    "sample": "draw and decode the published rows",
-    "report": "write the files, validate them, draw the internal error report",
+    "sample": "draw which synthetic record each published row copies",
+    "report": "decode, validate and write the rows chunk by chunk, draw the internal error report",
     "publish": "write the manifests and publish",
 }
 """The stages of a ``dqrelease run`` in their order, each with what it does.

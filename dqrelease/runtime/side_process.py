@@ -152,6 +152,11 @@ class Pending(Generic[R]):
             return self._value  # type: ignore[return-value]
         return self._process.result(self._key)  # type: ignore[arg-type]
 
+    def abandon(self) -> None:
+        """Drop the call's result when it comes: nobody will wait for it."""
+        if self._process is not None:
+            self._process.abandon([self._key])  # type: ignore[list-item]
+
 
 _current: SideProcess | None = None
 

@@ -185,3 +185,22 @@ def test_baselines_without_a_workload_have_no_workload_figures(tiny):
     zeros, uniform = evaluate_baselines(fidelity_reference(data))
     assert zeros.workload is None and uniform.workload is None
     assert uniform.headline == pytest.approx(1 / 3)
+
+
+def test_rows_given_as_records_and_counts_score_exactly_as_the_rows_themselves(tiny):
+    domain, data = tiny
+    reference = fidelity_reference(data, workload=all_kway_marginals(domain, 2))
+    records = np.array([[0, 0], [1, 1], [0, 0], [2, 0]])  # a record twice, one never published
+    counts = np.array([1, 2, 1, 0])
+    rows = np.repeat(records, counts, axis=0)
+
+    compact = evaluate_rows(reference, records, counts=counts, label="r", constraints=NotValueOneOfA())
+    expanded = evaluate_rows(reference, rows, label="r", constraints=NotValueOneOfA())
+
+    assert compact.figures() == expanded.figures()
+    assert (compact.rows, compact.distinct_rows, compact.max_multiplicity) == (4, 2, 2)
+    assert compact.constraint_violations == expanded.constraint_violations == 2
+    for mine, theirs in zip(compact.tables, expanded.tables, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    with pytest.raises(ValueError, match="not both"):
+        evaluate_rows(reference, records, np.ones(4), counts=counts, label="r")

@@ -68,9 +68,13 @@ def _report(table, mechanism: str, directory: Path, *, epsilon: float = 2.0) -> 
     keys = MECHANISMS[mechanism].keys(**MECHANISM_KEYS[mechanism])
     plan = plan_mechanism(keys, PlanInputs(public=public, mode="tight", deterministic=True))
     result = run_mechanism(study_grant(plan, directory), RunInputs(data=data, workload=workload, rng=make_rng(5)))
-    codes = result.sample_rows(data.n, make_rng(6)) if mechanism != "randomized_response" else result.records
+    records = len(result.records)
+    if mechanism != "randomized_response":  # as the pipeline publishes them: the rows' counts per record
+        counts = np.bincount(result.sample_index(data.n, make_rng(6)), minlength=records)
+    else:
+        counts = np.ones(records, dtype=np.int64)
     report = build_error_report(
-        data=data, workload=workload, result=result, costs=plan.costs, published_codes=codes, rng=make_rng(7),
+        data=data, workload=workload, result=result, costs=plan.costs, published_counts=counts, rng=make_rng(7),
         release_name="toy", run_id="run-1", delta=1e-6, accounting=plan.mode, **PUBLIC_N,
     )
     write_error_report(report, directory)
@@ -129,7 +133,8 @@ def test_few_distinct_rows_and_a_release_worse_than_uniform_are_warned_about(rep
     result = _result_with_records(data, records)
     costs = {"tight": _cost(), "paper": _cost()}
     few = build_error_report(data=data, workload=workload, result=result, costs=costs,
-                             published_codes=result.sample_rows(N, make_rng(1)), rng=make_rng(2), release_name="toy",
+                             published_counts=np.bincount(result.sample_index(N, make_rng(1)), minlength=4),
+                             rng=make_rng(2), release_name="toy",
                              run_id="r", delta=1e-6, **PUBLIC_N)
     warnings = " ".join(few["summary"]["warnings"])
     assert few["summary"]["distinct_true_rows"] == len(data.codes) > 40  # 4 < 10 % of the true distinct rows
@@ -280,8 +285,9 @@ def test_published_rows_breaking_a_declared_rule_are_counted(table, tmp_path):
     codes = np.array([[2, 0, 0, 0], [2, 0, 1, 1], [0, 0, 0, 0], [2, 1, 0, 0]] * 150)  # 300 rows are blue S
     result = _result_with_records(data, codes)
     costs = {"tight": _cost(), "paper": _cost()}
-    report = build_error_report(data=data, workload=workload, result=result, costs=costs, published_codes=codes,
-                                rng=make_rng(1), release_name="toy", run_id="r", delta=1e-6, constraints=rule,
+    report = build_error_report(data=data, workload=workload, result=result, costs=costs,
+                                published_counts=np.ones(len(codes), dtype=np.int64), rng=make_rng(1),
+                                release_name="toy", run_id="r", delta=1e-6, constraints=rule,
                                 **PUBLIC_N)
     published = report["fidelity"]["results"]["published rows"]
     assert (published["constraint_violations"], published["constraint_violation_share"]) == (300, 0.5)

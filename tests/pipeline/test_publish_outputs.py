@@ -16,7 +16,7 @@ def _frame() -> pd.DataFrame:
 
 
 def test_the_duckdb_content_hash_is_the_hash_of_the_csv_file_and_of_the_table_read_back(tmp_path: Path):
-    outputs = write_outputs(_frame(), tmp_path, ["parquet", "csv", "duckdb"])
+    outputs = write_outputs([_frame()], tmp_path, ["parquet", "csv", "duckdb"])
     csv_bytes = (tmp_path / "synthetic.csv").read_bytes()
     assert outputs["csv"]["sha256"] == hashlib.sha256(csv_bytes).hexdigest()
     assert outputs["duckdb"]["content_sha256"] == outputs["csv"]["sha256"]
@@ -26,6 +26,6 @@ def test_the_duckdb_content_hash_is_the_hash_of_the_csv_file_and_of_the_table_re
 
 
 def test_the_content_hash_does_not_depend_on_writing_a_csv_file(tmp_path: Path):
-    only_duckdb = write_outputs(_frame(), tmp_path / "a", ["duckdb"])
+    only_duckdb = write_outputs([_frame()], tmp_path / "a", ["duckdb"])
     assert not (tmp_path / "a" / "synthetic.csv").exists()
     assert only_duckdb["duckdb"]["content_sha256"] == table_content_hash(_frame())

@@ -57,7 +57,8 @@ def written(tmp_path_factory) -> dict[str, tuple[dict, str, str, str]]:
     for name, settings in SETTINGS.items():
         report = build_error_report(
             data=data, workload=workload, result=result, costs={"tight": cost, "paper": cost},
-            published_codes=result.sample_rows(N, make_rng(4)), rng=make_rng(5), release_name="labels", run_id="r",
+            published_counts=np.bincount(result.sample_index(N, make_rng(4)), minlength=len(records)),
+            rng=make_rng(5), release_name="labels", run_id="r",
             delta=1e-6, neighbouring="replace-one", n_status=n_status(N),
             labels=published_labels(SCHEMA, **settings),
         )
@@ -143,6 +144,6 @@ def test_labels_of_another_schema_are_refused():
     cost = ComposedCost(mode="tight", epsilon=1.0, delta=1e-6, rho=None, pure_epsilon=None, method="test")
     with pytest.raises(ValueError, match="the value labels name 1 columns but the data has 3"):
         build_error_report(data=data, workload=workload, result=result, costs={"tight": cost, "paper": cost},
-                           published_codes=None, rng=make_rng(2), release_name="labels", run_id="r", delta=1e-6,
+                           published_counts=None, rng=make_rng(2), release_name="labels", run_id="r", delta=1e-6,
                            neighbouring="replace-one", n_status=n_status(4),
                            labels=published_labels(other, numeric_values="bucket_label"))

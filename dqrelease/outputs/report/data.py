@@ -202,7 +202,7 @@ def _has_oracle(result: SynthesisResult) -> bool:
 def _release_results(
     reference: FidelityReference,
     result: SynthesisResult,
-    published_codes: np.ndarray | None,
+    published_counts: np.ndarray | None,
     constraints: SupportsFeasible | None,
 ) -> tuple[list[Fidelity], str]:
     """The fidelity of the synthetic distribution and of the published rows, and the answers note."""
@@ -216,8 +216,9 @@ def _release_results(
         results.append(
             evaluate_rows(reference, result.records, result.weights, label="synthetic", constraints=constraints)
         )
-    if published_codes is not None:
-        results.append(evaluate_rows(reference, published_codes, label="published rows", constraints=constraints))
+    if published_counts is not None:
+        results.append(evaluate_rows(reference, result.records, counts=published_counts, label="published rows",
+                                     constraints=constraints))
     return results, note
 
 
@@ -386,7 +387,7 @@ def build_error_report(
     workload: Workload,
     result: SynthesisResult,
     costs: dict[str, ComposedCost],
-    published_codes: np.ndarray | None,
+    published_counts: np.ndarray | None,
     rng: np.random.Generator,
     release_name: str,
     run_id: str,
@@ -405,8 +406,9 @@ def build_error_report(
         workload: The workload.
         result: The mechanism's output.
         costs: The privacy cost charged for the mechanism, per accounting mode (the plan's).
-        published_codes: The expanded rows actually published (value codes), evaluated as well as the
-            synthetic distribution.
+        published_counts: How many of the rows actually published copy each of ``result.records``
+            (:meth:`dqrelease.outputs.published_rows.PublishedRows.record_counts`): the published rows are evaluated
+            from them, as well as the synthetic distribution, with the same figures as from the rows themselves.
         rng: Generator for the noisy baselines (their noise never leaves the report).
         release_name: Public name of the release.
         run_id: Run id.
@@ -429,7 +431,7 @@ def build_error_report(
     laplace, _ = independent_laplace_answers(data, workload, truth, epsilon=tight.epsilon, rng=rng)
     gaussian, _ = independent_gaussian_answers(data, workload, truth, rho=rho, rng=rng)
 
-    ours, answers_note = _release_results(reference, result, published_codes, constraints)
+    ours, answers_note = _release_results(reference, result, published_counts, constraints)
     baselines = evaluate_baselines(reference, {laplace_label: laplace, gaussian_label: gaussian})
     results = {r.label: r for r in (*ours, *baselines)}
     published = results.get("published rows")

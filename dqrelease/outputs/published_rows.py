@@ -1,0 +1,113 @@
+"""The rows a release publishes: which synthetic record each row copies, decoded a chunk at a time.
+
+The mechanism's result is a small set of synthetic records (weighted or not); the published table expands it to
+the requested number of rows (:meth:`dq_engine.SynthesisResult.sample_index`). A :class:`PublishedRows` holds that
+expansion as one compact index (4 bytes a row) and hands the rows out in chunks of :data:`PUBLISH_CHUNK_ROWS`:
+value codes (:meth:`PublishedRows.code_chunks`), decoded frames (:meth:`PublishedRows.frames`) and how many rows
+copy each record (:meth:`PublishedRows.record_counts`, what the error report evaluates). Nothing here holds the
+whole table: memory is the index plus one chunk.
+
+Invariant: nothing depends on the chunk size. The index is drawn in one call, as the whole table always was, and
+the decoder draws each numeric column's uniform values from a stream of its own in row order
+(:class:`~dqrelease.outputs.decode.RecordDecoder`), so any chunking gives the same rows, values and bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from dq_engine import SynthesisResult
+from dqrelease.inputs.schema import Schema
+from dqrelease.outputs.decode import RecordDecoder
+
+__all__ = ["PUBLISH_CHUNK_ROWS", "PublishedRows"]
+
+PUBLISH_CHUNK_ROWS = 1_000_000
+"""Rows decoded, validated and written at a time (about 100 MB of decoded text for 15 columns). It bounds memory
+and never changes the published bytes."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class PublishedRows:
+    """The published rows before decoding: row ``i`` is a copy of ``records[index[i]]``.
+
+    Attributes:
+        records: The synthetic records (value codes ``(r, m)``), the mechanism's.
+        index: The record each published row copies, in publication order (``int32`` for fewer than 2^31 records).
+        decoder: How rows are decoded; never advanced itself: each pass over the rows decodes with a copy, so every
+            pass gives the same values.
+        chunk_rows: Rows per chunk.
+    """
+
+    records: np.ndarray
+    index: np.ndarray
+    decoder: RecordDecoder
+    chunk_rows: int
+
+    @classmethod
+    def draw(
+        cls,
+        result: SynthesisResult,
+        rows: int,
+        rng: np.random.Generator,
+        *,
+        schema: Schema,
+        numeric_values: Literal["bucket_label", "uniform"],
+        single_value_numbers: bool = True,
+        chunk_rows: int | None = None,
+    ) -> PublishedRows:
+        """Draw which record each of ``rows`` published rows copies, and prepare their decoding.
+
+        Args:
+            result: The mechanism's result.
+            rows: Rows to publish.
+            rng: The release's decode stream: it draws the index, then the decoder's column streams are spawned
+                from it.
+            schema: The public schema.
+            numeric_values: How numbers are published (:mod:`dqrelease.outputs.decode`).
+            single_value_numbers: With bucket labels, a one-value integer bucket is written as its number.
+            chunk_rows: Rows per chunk; None: :data:`PUBLISH_CHUNK_ROWS` (read at the call, so tests may lower it).
+
+        Raises:
+            ValueError: If ``chunk_rows`` is below 1.
+        """
+        chunk_rows = PUBLISH_CHUNK_ROWS if chunk_rows is None else chunk_rows
+        if chunk_rows < 1:
+            raise ValueError(f"chunk_rows ({chunk_rows}) must be at least 1")
+        index = result.sample_index(rows, rng)
+        decoder = RecordDecoder(schema, numeric_values=numeric_values, rng=rng,
+                                single_value_numbers=single_value_numbers)
+        return cls(records=result.records, index=index, decoder=decoder, chunk_rows=chunk_rows)
+
+    @property
+    def n_rows(self) -> int:
+        """Number of published rows."""
+        return int(self.index.shape[0])
+
+    def code_chunks(self) -> Iterator[np.ndarray]:
+        """The rows' value codes ``(c, m)``, a chunk of at most :attr:`chunk_rows` rows at a time, in order."""
+        for part in self._index_chunks():
+            yield self.records[part]
+
+    def frames(self) -> Iterator[pd.DataFrame]:
+        """The rows decoded to the schema's columns, a chunk at a time (the same values on every pass)."""
+        decoder = copy.deepcopy(self.decoder)
+        for codes in self.code_chunks():
+            yield decoder.decode(codes)
+
+    def record_counts(self) -> np.ndarray:
+        """How many published rows copy each record (``int64``, one per record), summed chunk by chunk."""
+        counts = np.zeros(self.records.shape[0], dtype=np.int64)
+        for part in self._index_chunks():  # bincount converts its input to int64: a chunk at a time
+            counts += np.bincount(part, minlength=len(counts))
+        return counts
+
+    def _index_chunks(self) -> Iterator[np.ndarray]:
+        for start in range(0, self.n_rows, self.chunk_rows):
+            yield self.index[start : start + self.chunk_rows]
