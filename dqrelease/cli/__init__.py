@@ -13,7 +13,8 @@ Prefect, Great Expectations and Dask are imported only once a run really starts,
 plan is refused in about a second (``tests/cli/test_import_boundary.py``).
 
 Modules: :mod:`~dqrelease.cli.app` (the Typer apps, ``--debug``, exit codes, the fast exit of :func:`main`),
-:mod:`~dqrelease.cli.release` (``run``, ``plan``, ``verify``, ``serve``), :mod:`~dqrelease.cli.budget`,
+:mod:`~dqrelease.cli.release` (``run``, ``plan``, ``verify``, ``serve``; what ``plan`` prints:
+:mod:`~dqrelease.cli.plan_view`), :mod:`~dqrelease.cli.budget`,
 :mod:`~dqrelease.cli.schema` and :mod:`~dqrelease.cli.server`; importing this package registers their commands on
 :data:`app`. The name ``app`` of this package is the Typer app, not the module: import the module's other names as
 ``from dqrelease.cli.app import ...``.

@@ -9,7 +9,6 @@ Prefect starts and before any data is read. What ``run`` shows meanwhile: :mod:`
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import warnings
@@ -19,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -35,6 +33,7 @@ from dqrelease.cli.app import (
     check_cron,
     console,
 )
+from dqrelease.cli.plan_view import plan_console, print_forecast, print_key_values, shown_value
 
 if TYPE_CHECKING:
     from dqrelease.cli.live import RunView
@@ -324,37 +323,6 @@ def run(
                       highlight=False)
 
 
-PLAN_WIDTH = 120
-"""Widest line of ``dqrelease plan``: the terminal's width when narrower, else 120 (also in a pipe or a log)."""
-
-
-def _plan_console() -> Console:
-    """A console that wraps ``plan``'s text on word boundaries within :data:`PLAN_WIDTH` columns."""
-    probe = Console()
-    width = probe.width if probe.is_terminal or os.environ.get("COLUMNS") else PLAN_WIDTH
-    return Console(width=min(width, PLAN_WIDTH), soft_wrap=False, highlight=False)
-
-
-def _print_key_values(out: Console, rows: list[tuple[str, str]]) -> None:
-    """Print key / value rows without borders; long values wrap on word boundaries, lines carry no trailing blanks."""
-    table = Table.grid(padding=(0, 2))
-    table.add_column(no_wrap=True)
-    table.add_column(overflow="fold")
-    for key, value in rows:
-        table.add_row(Text(key), Text(value))
-    with out.capture() as captured:
-        out.print(table)
-    out.print(Text("\n".join(line.rstrip() for line in captured.get().splitlines())))
-
-
-def _shown_value(value: Any) -> str:
-    """A plan parameter as text: a group of keys as ``key = value`` pairs; floats to 6 significant digits."""
-    if isinstance(value, dict):
-        return ", ".join(f"{key} = {_shown_value(item) if isinstance(item, float) else json.dumps(item)}"
-                         for key, item in value.items())
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-
 @app.command(cls=HelpConventions)
 def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")]) -> None:
     """Show the privacy cost, the mechanism parameters, the forecasts of utility, time and memory, without the data.
@@ -368,7 +336,7 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
             from dqrelease.plan import check_release_memory
 
             memory = check_release_memory(loaded, result, n=int(loaded.privacy.n), workload=workload)
-    out = _plan_console()
+    out = plan_console()
     if result is None:
         from dqrelease.plan import mechanism_budget
 
@@ -388,10 +356,10 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
     n = int(loaded.privacy.n)
     out.print(f"release {loaded.name}: {domain.n_bits} binary attributes from {len(domain)} columns, n = {n:,} "
               "(public)", markup=False)
-    _print_key_values(out, [("workload", f"{workload.description} ({len(workload):,} queries)")])
+    print_key_values(out, [("workload", f"{workload.description} ({len(workload):,} queries)")])
     out.print()
     out.print(f"mechanism {result.mechanism}: parameters", markup=False)
-    _print_key_values(out, [(key, _shown_value(value)) for key, value in result.parameters.items()])
+    print_key_values(out, [(key, shown_value(value)) for key, value in result.parameters.items()])
     out.print()
     out.print("privacy cost", markup=False)
     costs = Table("accounting", "epsilon", "delta", "rho", "analysis")
@@ -406,77 +374,13 @@ def plan(config: Annotated[Path, typer.Argument(help="Release config (TOML).")])
     estimate = estimate_release_time(result, n=n, columns=len(domain), queries=len(workload))
     out.print()
     limit = memory_limit(loaded.run.memory_limit_gib)
-    _print_key_values(out, [
+    print_key_values(out, [
         ("time estimate", f"{estimate.shown()} for `dqrelease run` ({estimate.basis})"),
         ("memory", f"{memory.shown()} at the peak; limit {limit.shown()}; the model and its measured peaks: "
                    "docs/benchmarks.md, 'Memory forecast'"),
     ])
     out.print()
-    _print_forecast(out, loaded, result, workload)
-
-
-def _print_forecast(out: Console, loaded: Any, result: Any, workload: Any) -> None:
-    """The utility forecast next to the baselines', and a warning (with a passing choice) when it is no better."""
-    from dqrelease.mechanisms.dispatch import recommendation
-    from dqrelease.mechanisms.utility import ACCEPT_FLAG, assess_plan, forecast_shape
-    from dqrelease.plan import mechanism_budget, plan_inputs
-
-    n = int(loaded.privacy.n)
-    inputs = plan_inputs(loaded, n=n, workload=workload)
-    shape = forecast_shape(inputs, rows=loaded.output.rows or n)
-    verdict = assess_plan(result, shape)
-    if verdict is None:
-        out.print(f"forecast: no model for {result.mechanism}; its utility is not checked", markup=False,
-                  highlight=False)
-        return
-    table = Table("forecast (public quantities only)", "worst one-way cell", "workload max", "source")
-    for row in (verdict.forecast, *verdict.baselines):
-        cells = row.worst_one_way_cell, row.workload_max
-        table.add_row(row.label, *(cell.shown() for cell in cells),
-                      " / ".join(dict.fromkeys(cell.source for cell in cells)))
-    out.print(table)
-    out.print("theory: closed form of the mechanism's noise; calibrated: noise formula x constants fitted on "
-              "benchmark runs; bound: a public lower bound (docs/engine.md, 'Forecast')", markup=False,
-              highlight=False)
-    for note in verdict.notes:
-        out.print(Text.assemble(("note: ", "yellow"), f"{note}; mechanism.name = 'independent' (or 'auto', which "
-                                "chooses them then) publishes them"), highlight=False)
-    epsilon, _ = mechanism_budget(loaded)
-    offset = 0.0 if epsilon is None else loaded.privacy.epsilon - epsilon
-    if verdict.passes:
-        _print_targets(out, loaded, inputs, verdict.forecast, offset)
-        return
-    out.print(Text.assemble(
-        ("warning: ", "yellow"),
-        f"low utility: {'; '.join(verdict.failures)}. `dqrelease run` refuses this release unless {ACCEPT_FLAG} "
-        f"is given; use {recommendation(inputs, epsilon_offset=offset)}",
-    ), highlight=False)
-
-
-def _print_targets(out: Console, loaded: Any, inputs: Any, forecast: Any, offset: float) -> None:
-    """The accuracy targets, whether the forecast meets them, and the smallest epsilon that does (mechanism, auto)."""
-    from dqrelease.mechanisms.auto import AutoKeys
-    from dqrelease.mechanisms.dispatch import smallest_epsilon
-    from dqrelease.mechanisms.utility import ACCEPT_FLAG
-    from dqrelease.plan import accuracy_targets
-
-    targets = accuracy_targets(loaded)
-    rows = loaded.output.rows or inputs.public.n
-    misses = targets.misses(forecast)
-    lines = [f"accuracy targets ([accuracy]): {targets.shown()}: "
-             + ("met by the forecast" if not misses else "missed: " + "; ".join(misses))]
-    for label, keys in ((loaded.mechanism.name, loaded.mechanism), ("auto", AutoKeys())):
-        if label == "auto" and loaded.mechanism.name == "auto":
-            continue
-        found = smallest_epsilon(keys, inputs, targets, rows=rows)
-        if found is None:
-            lines.append(f"  {label}: no privacy.epsilon up to 64 meets them")
-        else:
-            chosen = "" if found[1].mechanism == label else f" (it chooses {found[1].mechanism})"
-            lines.append(f"  {label}{chosen}: the smallest privacy.epsilon that meets them is {found[0] + offset:.3g}")
-    if misses:
-        lines.append(f"`dqrelease run` refuses this release unless {ACCEPT_FLAG} is given")
-    out.print("\n".join(lines), markup=False, highlight=False)
+    print_forecast(out, loaded, result, workload)
 
 
 VERIFY_HELP = (

@@ -37,7 +37,7 @@ def outputs() -> dict[str, str]:
     The accuracy targets' search for the smallest ε (about 90% of a plan's time, tested in tests/forecast) is
     replaced by a fixed answer: its lines are printed all the same.
     """
-    import dqrelease.cli.release as release_cli
+    import dqrelease.cli.plan_view as plan_view
     import dqrelease.mechanisms.dispatch as dispatch
 
     def found(keys, *args, **kwargs):
@@ -46,7 +46,7 @@ def outputs() -> dict[str, str]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(dispatch, "smallest_epsilon", found)
         narrow = _plan(120)
-        patch.setattr(release_cli, "PLAN_WIDTH", 10_000)
+        patch.setattr(plan_view, "PLAN_WIDTH", 10_000)
         wide = _plan(10_000)
     return {"narrow": narrow, "wide": wide}
 
