@@ -10,7 +10,8 @@ Commands: ``run CONFIG``, ``plan CONFIG``, ``budget show`` / ``budget set-cap``,
 Output rules: an expected refusal is one line on stderr and its exit code (tracebacks and Prefect's run logs only
 with ``--debug``; the run logs are in the Prefect server in any case); printed paths are never wrapped.
 Prefect, Great Expectations and Dask are imported only once a run really starts, so a bad config, schema or
-plan is refused in about a second (``tests/cli/test_import_boundary.py``).
+plan is refused in about a second (``tests/cli/test_cli_output.py``,
+``test_loading_and_planning_a_config_imports_no_prefect_gx_or_dask``).
 
 Modules: :mod:`~dqrelease.cli.app` (the Typer apps, ``--debug``, exit codes, the fast exit of :func:`main`),
 :mod:`~dqrelease.cli.release` (``run``, ``plan``, ``verify``, ``serve``; what ``plan`` prints:
