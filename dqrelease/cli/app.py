@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
-from dqrelease.errors import DEBUG_VARIABLE, ExitCode, ReleaseError, committed_charge
+from dqrelease.errors import DEBUG_VARIABLE, ExitCode, ReleaseError, committed_charge, debugging
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success, 1 internal error, 2 invalid config or schema, 3 validation failure, 4 budget refused, "
@@ -224,6 +224,32 @@ def check_cron(cron: str) -> None:
     except ValidationError as error:
         reason = error.errors()[0]["msg"].removeprefix("Value error, ").split(":")[0]
         raise ConfigInvalidError(f"--cron {cron!r} is not a valid cron schedule ({reason}); {CRON_FIX}") from None
+
+
+def quiet_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker with its standard error on ``/dev/null`` (unless ``--debug``).
+
+    The tracker is the process that unlinks the named semaphores of this process's ``spawn`` queues (the side
+    process's) if they are still registered when this process ends, and it says so on its standard error, which it
+    inherits when it starts: under load a refused run's one line was followed, rarely, by two lines of "leaked
+    semaphore objects" (``tests/robustness/test_concurrency.py`` on a loaded machine, twice in one day). Which
+    semaphore escapes :func:`multiprocessing.util._exit_function` was not found; the tracker still removes it, only
+    its words are dropped. Called just before the side process starts; the tracker is started once per process.
+    """
+    if debugging():
+        return
+    from multiprocessing import resource_tracker
+
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    saved = os.dup(2)
+    try:
+        os.dup2(devnull, 2)
+        resource_tracker.ensure_running()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _exit_without_teardown() -> None:

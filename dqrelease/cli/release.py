@@ -32,6 +32,7 @@ from dqrelease.cli.app import (
     app,
     check_cron,
     console,
+    quiet_resource_tracker,
 )
 from dqrelease.cli.plan_view import plan_console, print_forecast, print_key_values, shown_value
 
@@ -293,6 +294,7 @@ def run(
 
             # Great Expectations and matplotlib are imported in the side process, on the other core, while this one
             # checks the config and starts the run (a refusal kills it at once)
+            quiet_resource_tracker()
             stack.enter_context(side_process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE))
             loaded, schema, planned = _check_before_run(
                 config, dask, dask_insecure=dask_insecure, accept_low_utility=accept_low_utility,
@@ -423,6 +425,7 @@ def verify(
         from dqrelease.runtime.prefect_server import prefect_api
 
         # as for `run`: slow imports beside the replay's start
+        quiet_resource_tracker()
         with side_process.running(SIDE_PROCESS_WARM_UP, when_idle=SIDE_PROCESS_WHEN_IDLE):
             _prefect_environment()
             api = prefect_api()
