@@ -102,7 +102,9 @@ RECORD_CELL_BYTES = 24
 copy)."""
 
 PUBLISH_CHUNK_ROWS = 1_000_000
-"""Rows sampled, decoded and written at once when a release is published."""
+"""Rows sampled, decoded, validated and written at a time when a release is published
+(:mod:`dqrelease.outputs.published_rows` reads it here, so the forecast and the publishing agree). It bounds memory
+(about 100 MB of decoded text for 15 columns) and never changes the published bytes."""
 
 PUBLISHED_CELL_BYTES = 64
 """Bytes per published cell of a chunk: the sampled int64 code, its decoded value (a label string or a number) and its

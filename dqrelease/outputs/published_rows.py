@@ -24,13 +24,10 @@ import pandas as pd
 
 from dq_engine import SynthesisResult
 from dqrelease.inputs.schema import Schema
+from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS
 from dqrelease.outputs.decode import RecordDecoder
 
 __all__ = ["PUBLISH_CHUNK_ROWS", "PublishedRows"]
-
-PUBLISH_CHUNK_ROWS = 1_000_000
-"""Rows decoded, validated and written at a time (about 100 MB of decoded text for 15 columns). It bounds memory
-and never changes the published bytes."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
