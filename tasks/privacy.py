@@ -23,7 +23,7 @@ from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 
 
 def _ledger(config: ReleaseConfig) -> Ledger:
-    ledger = Ledger(config.ledger.path)
+    ledger = Ledger.of(config.ledger)
     if config.ledger.initial_cap_epsilon is not None:
         ledger.ensure_cap(
             config.ledger.dataset_id, epsilon=config.ledger.initial_cap_epsilon, delta=config.ledger.initial_cap_delta
@@ -44,7 +44,7 @@ def check_ledger(config: ReleaseConfig, plan: ReleasePlan | None = None) -> None
     """
     if config.ledger.path.exists():
         with ledger_file_errors(config.ledger.path):
-            Ledger(config.ledger.path).budgets(config.ledger.dataset_id)
+            Ledger.of(config.ledger).budgets(config.ledger.dataset_id)
     if plan is not None:
         check_budget(config, plan)
 

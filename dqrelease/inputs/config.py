@@ -263,6 +263,11 @@ class LedgerConfig(StrictModel):
     initial_cap_delta: float | None = Field(
         default=None, gt=0, lt=1, allow_inf_nan=False, description="delta of that initial cap."
     )
+    lock_timeout: float | None = Field(
+        default=None, gt=0, le=3600, allow_inf_nan=False,
+        description="Seconds a ledger operation waits for its turn while other releases use the ledger file, then "
+        "stops the run with exit 1 (default: dqrelease.ledger.DEFAULT_LOCK_TIMEOUT, 120 s).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> LedgerConfig:

@@ -95,6 +95,12 @@ class Ledger:
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r}, lock_timeout={self.lock_timeout:g})"
 
+    @classmethod
+    def of(cls, settings: Any) -> Ledger:
+        """The ledger a release config's ``[ledger]`` section names (its ``path`` and ``lock_timeout``)."""
+        timeout = settings.lock_timeout
+        return cls(settings.path, lock_timeout=DEFAULT_LOCK_TIMEOUT if timeout is None else timeout)
+
     # ------------------------------------------------------------------ caps
     def set_cap(self, dataset_id: str, *, epsilon: Amount, delta: Amount, rho: Amount | None = None) -> Cap:
         """Create or change the dataset's cap (appends a cap row; earlier caps stay in the history).

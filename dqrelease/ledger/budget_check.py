@@ -34,5 +34,5 @@ def check_budget(config: ReleaseConfig, plan: ReleasePlan) -> None:
     initial = None if settings.initial_cap_epsilon is None else (settings.initial_cap_epsilon,
                                                                   settings.initial_cap_delta)
     with ledger_file_errors(settings.path):
-        Ledger(settings.path).check_charge(settings.dataset_id, epsilon=epsilon, delta=delta, rho=rho,
+        Ledger.of(settings).check_charge(settings.dataset_id, epsilon=epsilon, delta=delta, rho=rho,
                                            initial_cap=initial)

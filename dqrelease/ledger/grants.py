@@ -91,7 +91,7 @@ def grant_after_charge(
     expected = {"run_id": run_id, "dataset_id": dataset_id, "config_hash": config_hash(config)}
     if any(receipt.get(key) != value for key, value in expected.items()):
         raise UnchargedRunError("the charge receipt is of another run, dataset or config; charge this run's plan")
-    budgets = Ledger(config.ledger.path).budgets(dataset_id)
+    budgets = Ledger.of(config.ledger).budgets(dataset_id)
     charges = [c for b in budgets for c in b.charges if c.seq == receipt.get("seq") and c.run_id == run_id]
     from dqrelease.plan import ledger_amounts
 

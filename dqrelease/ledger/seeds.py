@@ -76,4 +76,4 @@ def check_seeded_release(config: ReleaseConfig, *, test_or_audit: bool, fix: str
     if not test_or_audit:
         refuse_seeded(config, fix=f"{fix} if this run is a test or an audit, or set run.seed_mode = 'secure' "
                                   "(and remove run.seed) for a production release")
-    Ledger(config.ledger.path).check_seed(config.ledger.dataset_id, config.run.seed)
+    Ledger.of(config.ledger).check_seed(config.ledger.dataset_id, config.run.seed)

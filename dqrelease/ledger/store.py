@@ -2,10 +2,12 @@
 
 Invariants:
 
-* A connection is opened for one operation only and never held open. DuckDB lets one process hold the file
-  read-write; other processes get a lock error, so operations of different processes are serialized by the
-  file lock (retried with jittered backoff up to ``lock_timeout`` seconds) and operations of threads of one
-  process by a per-file lock (they share DuckDB's database instance).
+* A connection is opened for one operation only and never held open. Operations of dqrelease processes queue on
+  a lock file next to the ledger (``<ledger>.lock``, :mod:`filelock`: an operating-system lock, released when its
+  process ends, even by ``kill -9``), so waiting processes sleep instead of opening the database over and over;
+  operations of threads of one process are serialized by a per-file lock (they share DuckDB's database instance).
+  DuckDB's own file lock still stops other programs (a DuckDB shell left open on the ledger): opening is retried
+  with jittered backoff. Both waits together last at most ``lock_timeout`` seconds.
 * A write is one transaction (begin; read; check; insert; commit), rolled back on any exception. The primary
   key ``(dataset_id, seq)`` makes two writers that slipped past both locks conflict at commit instead of both
   writing.
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import filelock
 
 from dqrelease.errors import LedgerError, LedgerLockedError
 from dqrelease.ledger.records import Cap, Charge
@@ -58,8 +61,12 @@ __all__ = [
 SCHEMA_VERSION = 2
 """Schema version this module writes and reads (``ledger_version`` table)."""
 
-DEFAULT_LOCK_TIMEOUT = 30.0
-"""Seconds an operation keeps retrying while another process holds the ledger file."""
+DEFAULT_LOCK_TIMEOUT = 120.0
+"""Seconds an operation waits for its turn while other processes use the ledger file (``ledger.lock_timeout``).
+
+Two minutes: sixteen releases of one dataset charging at once on a loaded 2-core machine (five ledger operations
+each) kept some of them waiting for more than 30 s, the old default, and a release that gives up after its ingest
+only to be run again is worse than one that waits (docs/decisions.md, "The ledger's queue")."""
 
 MIGRATIONS: dict[int, str] = {2: "ledger_migrate_2"}
 """Target version -> SQL file that upgrades from the version before (2: the seeds charged per dataset)."""
@@ -96,22 +103,51 @@ class LedgerFile:
         if not (lock.acquire(timeout=self.lock_timeout) if self.lock_timeout > 0 else lock.acquire(blocking=False)):
             raise LedgerLockedError(self._locked_message(None))
         try:
-            con, writable = self._open(deadline, reading=reading)
-            try:
-                if writable:
-                    self._prepare(con)
-                else:
-                    self._check_version(con)
+            with self._queued(deadline), self._opened(deadline, reading=reading) as con:
                 yield con
-            except duckdb.IOException as error:  # a damaged file fails when it is read, not when it is opened
-                raise LedgerError(
-                    f"ledger {self.path} cannot be read (the file is damaged, e.g. truncated, or is not a dqrelease "
-                    "ledger); restore it from a backup or fix ledger.path"
-                ) from error
-            finally:
-                con.close()
         finally:
             lock.release()
+
+    @contextmanager
+    def _queued(self, deadline: float) -> Iterator[None]:
+        """Hold the ledger's lock file until the block ends: dqrelease processes take turns on the ledger.
+
+        Without it, every waiting process tried to open the database every 10-500 ms; 16 releases charging at
+        once on a loaded 2-core machine kept each other out for over 30 s (``tests/robustness/test_concurrency.py``)
+        although each operation needs the file for a moment. A folder where the lock file cannot be created (an
+        auditor's read-only copy) has no queue: the database's own lock is then the only one, as before.
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        queue = filelock.FileLock(f"{self.path}.lock", timeout=max(deadline - time.monotonic(), 0.0))
+        try:
+            queue.acquire()
+        except filelock.Timeout:
+            raise LedgerLockedError(self._locked_message(None, queued=True)) from None
+        except OSError:  # no lock file here (read-only folder): the database's lock alone
+            yield
+            return
+        try:
+            yield
+        finally:
+            queue.release()
+
+    @contextmanager
+    def _opened(self, deadline: float, *, reading: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The connection of one operation, its schema ready (or checked), closed at the end."""
+        con, writable = self._open(deadline, reading=reading)
+        try:
+            if writable:
+                self._prepare(con)
+            else:
+                self._check_version(con)
+            yield con
+        except duckdb.IOException as error:  # a damaged file fails when it is read, not when it is opened
+            raise LedgerError(
+                f"ledger {self.path} cannot be read (the file is damaged, e.g. truncated, or is not a dqrelease "
+                "ledger); restore it from a backup or fix ledger.path"
+            ) from error
+        finally:
+            con.close()
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -156,9 +192,14 @@ class LedgerFile:
                 time.sleep(min(left, _JITTER.uniform(backoff / 2, backoff)))
                 backoff = min(2 * backoff, _MAX_BACKOFF)
 
-    def _locked_message(self, error: str | None) -> str:
-        """Why the ledger could not be opened; ``error`` is DuckDB's lock error (None: a thread of ours)."""
-        if error is None:
+    def _locked_message(self, error: str | None, *, queued: bool = False) -> str:
+        """Why the ledger could not be opened; ``error`` is DuckDB's lock error (None: a thread or process of ours).
+
+        ``queued``: the wait was for the lock file, i.e. for other dqrelease operations on this ledger.
+        """
+        if queued:
+            by = f"other dqrelease operations (their queue is {self.path}.lock)"
+        elif error is None:
             by = "another thread of this process"
         else:
             holder = _LOCK_HOLDER.search(error)

@@ -137,3 +137,50 @@ def test_charge_waits_for_a_process_holding_the_file_and_then_succeeds(tmp_path:
         holder.join(timeout=JOIN_TIMEOUT)
     assert receipt.charge.seq == 1
     assert ledger.spent("adult").charges == 1
+
+
+def hold_queue(path: str, ready, release) -> None:
+    """Hold the ledger's queue (its ``.lock`` file) as a dqrelease operation in another process does."""
+    import filelock
+
+    with filelock.FileLock(f"{path}.lock"):
+        ready.set()
+        release.wait(timeout=JOIN_TIMEOUT)
+
+
+def test_operations_of_dqrelease_processes_queue_on_the_lock_file(tmp_path: Path):
+    """While another process holds the queue the database is not even opened; its turn comes when it lets go."""
+    ledger = Ledger(tmp_path / "ledger.duckdb", lock_timeout=0.5)
+    ledger.set_cap("adult", epsilon=1, delta=1e-5)
+    ready, release = SPAWN.Event(), SPAWN.Event()
+    holder = SPAWN.Process(target=hold_queue, args=(str(ledger.path), ready, release))
+    holder.start()
+    try:
+        assert ready.wait(timeout=JOIN_TIMEOUT), "the holder process did not take the queue"
+        with duckdb.connect(str(ledger.path)) as con:  # the database itself is free: only the queue is held
+            con.execute("select 1")
+        with pytest.raises(LedgerLockedError, match=rf"ledger {ledger.path} is locked by other dqrelease "
+                                                    rf"operations \(their queue is {ledger.path}\.lock\)"):
+            ledger.charge("adult", epsilon=0.1, delta=0, rho=None, mode="paper", mechanism="dualquery",
+                          config_hash="cfg", run_id="queued")
+        threading.Timer(1.0, release.set).start()
+        patient = Ledger(ledger.path, lock_timeout=JOIN_TIMEOUT)
+        receipt = patient.charge("adult", epsilon=0.1, delta=0, rho=None, mode="paper", mechanism="dualquery",
+                                 config_hash="cfg", run_id="patient")
+    finally:
+        release.set()
+        holder.join(timeout=JOIN_TIMEOUT)
+    assert receipt.charge.seq == 1 and ledger.spent("adult").charges == 1
+
+
+def test_a_ledger_whose_lock_file_cannot_be_created_is_used_without_a_queue(tmp_path: Path):
+    """No lock file can be made (an auditor's read-only folder; here a folder in its place): no queue, as before."""
+    ledger = Ledger(tmp_path / "ledger.duckdb")
+    ledger.set_cap("adult", epsilon=1, delta=1e-5)
+    lock = tmp_path / "ledger.duckdb.lock"
+    lock.unlink()
+    lock.mkdir()
+    assert [budget.dataset_id for budget in Ledger(ledger.path).budgets()] == ["adult"]
+    receipt = ledger.charge("adult", epsilon=0.1, delta=0, rho=None, mode="paper", mechanism="dualquery",
+                            config_hash="cfg", run_id="unqueued")
+    assert receipt.charge.seq == 1 and lock.is_dir()

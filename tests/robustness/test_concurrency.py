@@ -83,6 +83,8 @@ def test_the_cap_is_never_exceeded(load: Load):
 
 def test_admitted_runs_publish_and_refused_runs_exit_4_with_nothing(load: Load):
     codes = sorted(outcome.exit_code for outcome in load.outcomes)
+    unexpected = [o for o in load.outcomes if o.exit_code not in (0, 4)]
+    assert not unexpected, "\n".join(f"exit {o.exit_code}:\n{o.stderr}\n{o.stdout}" for o in unexpected)
     assert codes == [0] * ADMITTED + [4] * (RUNS - ADMITTED), [o.stderr[-400:] for o in load.outcomes if o.exit_code]
     releases = load.ws.releases()
     charged = {charge.run_id for charge in Ledger(load.ws.ledger, lock_timeout=30).budgets("abuse")[0].charges}

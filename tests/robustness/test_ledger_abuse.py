@@ -196,13 +196,19 @@ def test_ledger_held_briefly_by_another_process_is_waited_for(ws: Workspace):
 
 
 def test_ledger_held_past_the_lock_timeout_is_refused_with_its_holder(ws: Workspace):
+    config = base_config()
+    config["ledger"]["lock_timeout"] = 5  # ledger.lock_timeout: the run waits 5 s, not the default 120 s
+    ws.config.write_text(toml_text(config))
     Ledger(ws.ledger).set_cap("abuse", epsilon=10, delta=1e-4)
     before = ledger_state(ws.ledger)
     with _held_by_another_process(ws, seconds=120) as holder:
+        began = time.monotonic()
         outcome = run_cli(ws, "run", str(ws.config), "--quiet", "--seeded-test-or-audit")
+        waited = time.monotonic() - began
         pid = holder.pid
-    expect_refusal(ws, outcome, code=1, problem=rf"locked by another process \(PID {pid}\)", fix=r"retry",
-                   ledger_before=before)
+    expect_refusal(ws, outcome, code=1, problem=rf"locked by another process \(PID {pid}\).*waited 5 s",
+                   fix=r"retry", ledger_before=before)
+    assert waited < 100, waited  # the config's 5 s, not the default's 120 s (the holder lets go after 120 s)
 
 
 @pytest.mark.parametrize(("options", "problem"), [
