@@ -77,12 +77,17 @@ def test_smoke_run_reports_time_and_memory_for_every_stage_of_every_size(tmp_pat
 
 
 def test_a_size_the_pipeline_refuses_is_recorded_with_its_exit_code_and_error(tmp_path, prefect_home):
-    report = _run(tmp_path, prefect_home, "--rows", "20000", "--memory-limit-gib", "0.001")
-    (record,) = report["records"]
-    assert record["returncode"] == 2
+    earlier = [{"table": "adult", "rows": rows, "returncode": 1, "error": f"error: earlier run of {rows}"}
+               for rows in (20_000, 30_000)]
+    (tmp_path / "scale_rows.json").write_text(json.dumps({"records": earlier}))
+    report = _run(tmp_path, prefect_home, "--rows", "20000", "--memory-limit-gib", "0.001", "--append")
+    kept, record = report["records"]  # --append keeps the other size and replaces the one measured again
+    assert kept == earlier[1]
+    assert (record["rows"], record["returncode"]) == (20_000, 2)
     assert record["error"].startswith("error: ") and "memory" in record["error"]
     assert record["stages"] == []
-    assert "- 20k: exit 2: error: " in (tmp_path / "scale_rows.md").read_text()
+    growth = (tmp_path / "scale_rows.md").read_text()
+    assert "- 20k: exit 2: error: " in growth and "- 30k: exit 1: error: earlier run of 30000" in growth
 
 
 def test_built_table_holds_whole_copies_of_the_base_table_plus_distinct_base_rows(tmp_path):
