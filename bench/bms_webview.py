@@ -244,7 +244,7 @@ formats = ["parquet"]
 
 def run_pipeline(args: argparse.Namespace, *, name: str = "bms1", queries: int = 100_000) -> dict:
     """``dqrelease run`` on the transactions file: wall time, peak RSS (process tree), the release's errors."""
-    from kdd99_pipeline import TreeMemory
+    from scale_common import TreeMemory
 
     work = Path(tempfile.gettempdir()) / "dqrelease-bms-bench" / name
     if work.exists():

@@ -23,24 +23,17 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gzip
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import threading
-import time
-from datetime import datetime
 from pathlib import Path
-
-import psutil
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from scale_common import machine, public_text, save_plot
+from scale_common import machine, public_text, run_timed, save_plot, task_times
 
 from dqrelease.inputs.data_home import require_shared_data_dir
 
@@ -48,10 +41,6 @@ ROOT = Path(__file__).resolve().parents[1]
 KDD_FILE = "kddcup99_10pct/kddcup.data_10_percent.gz"
 """The KDD Cup 99 10 % file, relative to the shared data directory."""
 EXAMPLE = ROOT / "examples" / "kdd99"
-TASK_LINE = re.compile(
-    r"^(\d\d:\d\d:\d\d\.\d+) \| \w+\s*\| Task run '([\w-]+?)-[0-9a-f]{3,}' - Finished in state (\w+)"
-)
-FLOW_START = re.compile(r"^(\d\d:\d\d:\d\d\.\d+) \| \w+\s*\| Flow run '[^']+' - Beginning flow run")
 
 
 def write_config(directory: Path, *, source: Path, rows: int, queries: int, samples: int, epsilon: float,
@@ -113,81 +102,17 @@ directory = "{directory / 'out'}"
     return path
 
 
-class TreeMemory:
-    """Peak RSS of a process and of its whole process tree, sampled on a thread."""
-
-    def __init__(self, pid: int, interval: float = 0.1) -> None:
-        self.process = psutil.Process(pid)
-        self.interval = interval
-        self.peak_main = 0
-        self.peak_tree = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                main = self.process.memory_info().rss
-                tree = main
-                for child in self.process.children(recursive=True):
-                    with contextlib.suppress(psutil.Error):
-                        tree += child.memory_info().rss
-            except psutil.Error:
-                break
-            self.peak_main = max(self.peak_main, main)
-            self.peak_tree = max(self.peak_tree, tree)
-            time.sleep(self.interval)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def _seconds(stamp: str) -> float:
-    moment = datetime.strptime(stamp, "%H:%M:%S.%f")
-    return moment.hour * 3600 + moment.minute * 60 + moment.second + moment.microsecond / 1e6
-
-
-def task_times(log: str) -> tuple[list[dict], float | None]:
-    """Per-task durations from the Prefect log: each task's finish minus the previous finish (or flow start)."""
-    start = None
-    rows = []
-    for line in log.splitlines():
-        flow = FLOW_START.match(line)
-        if flow and start is None:
-            start = _seconds(flow.group(1))
-        task = TASK_LINE.match(line)
-        if task:
-            rows.append({"task": task.group(2), "finished": _seconds(task.group(1)), "state": task.group(3)})
-    previous = start
-    for row in rows:
-        row["seconds"] = None if previous is None else round(row["finished"] - previous, 3)
-        previous = row["finished"]
-    flow_seconds = None if start is None or not rows else rows[-1]["finished"] - start
-    return rows, flow_seconds
-
-
 def run_release(config: Path, *, timeout: float) -> dict:
     env = dict(os.environ, PREFECT_LOGGING_LEVEL="INFO", COLUMNS="200")
     # the benchmark times DualQuery's own records at scale (fit off): their forecast (1.28/sqrt(326) = 0.07 worst
     # one-way cell) misses the default accuracy target of a release (0.05), which is not what is measured here
     command = [str(ROOT / ".venv" / "bin" / "dqrelease"), "run", "--quiet", "--verbose", "--accept-low-utility",
                str(config)]
-    began = time.perf_counter()
-    child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    memory = TreeMemory(child.pid)
-    try:
-        output, _ = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        output, _ = child.communicate()
-    wall = time.perf_counter() - began
-    memory.stop()
-    tasks, flow_seconds = task_times(output)
-    return {"command": public_text(" ".join(command)), "returncode": child.returncode, "wall_seconds": wall,
-            "flow_seconds": flow_seconds, "peak_rss_main_gb": memory.peak_main / 2**30,
-            "peak_rss_tree_gb": memory.peak_tree / 2**30, "tasks": tasks, "log_tail": output[-4000:]}
+    run = run_timed(command, env=env, timeout=timeout)
+    tasks, flow_seconds = task_times(run.output, launched=run.launched)
+    return {"command": public_text(" ".join(command)), "returncode": run.returncode,
+            "wall_seconds": run.wall_seconds, "flow_seconds": flow_seconds, "peak_rss_main_gb": run.peak_rss_main_gb,
+            "peak_rss_tree_gb": run.peak_rss_tree_gb, "tasks": tasks, "log_tail": run.output[-4000:]}
 
 
 def error_report(out: Path) -> dict | None:

@@ -1,17 +1,25 @@
-"""Helpers shared by the scale benchmarks (machine description, plots, DualQuery runs with phase timings)."""
+"""Helpers shared by the scale benchmarks (machine description, plots, DualQuery runs with phase timings, timed
+``dqrelease run`` processes with their process tree's memory and Prefect's per-task times)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import re
 import resource
+import subprocess
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from dq_engine.data.answers import answer_records, error_summary, uniform_answers
 from dq_engine.data.dataset import Dataset
@@ -162,3 +170,150 @@ def save_report(report: dict, out: Path, *, write_csv: Callable, plot: Callable)
     out.write_text(json.dumps(report, indent=1, default=float))
     write_csv(report["rows"], out.with_suffix(".csv"))
     plot(report["rows"], out.with_suffix(".png"))
+
+
+TASK_LINE = re.compile(
+    r"^(\d\d:\d\d:\d\d\.\d+) \| \w+\s*\| Task run '([\w-]+?)-[0-9a-f]{3,}' - Finished in state (\w+)"
+)
+"""A Prefect log line (``dqrelease run --verbose``) saying a task run finished: its time, task name and state."""
+FLOW_START = re.compile(r"^(\d\d:\d\d:\d\d\.\d+) \| \w+\s*\| Flow run '[^']+' - Beginning flow run")
+"""The Prefect log line saying the flow run began."""
+DAY_SECONDS = 86_400.0
+
+
+def clock_seconds(moment: datetime) -> float:
+    """Seconds since the local midnight: the clock of Prefect's log lines (``HH:MM:SS.fff``, local time)."""
+    return moment.hour * 3600 + moment.minute * 60 + moment.second + moment.microsecond / 1e6
+
+
+def _log_seconds(stamp: str, *, after: float | None) -> float:
+    """A log line's ``HH:MM:SS.fff`` as :func:`clock_seconds`, past midnight if it is earlier than ``after``."""
+    seconds = clock_seconds(datetime.strptime(stamp, "%H:%M:%S.%f"))
+    return seconds + DAY_SECONDS if after is not None and seconds < after - 60 else seconds
+
+
+def task_times(log: str, *, launched: float | None = None) -> tuple[list[dict], float | None]:
+    """Per-task durations from the Prefect log: each task's finish minus the previous finish (or flow start).
+
+    Args:
+        log: The output of ``dqrelease run --verbose``.
+        launched: The process's launch as :func:`clock_seconds`; log times before it are read as the next day's
+            (a run that went past midnight).
+
+    Returns:
+        One row per finished task run (``task``, ``finished`` in clock seconds, ``state``, ``seconds``) and the flow's
+        seconds from its start to its last task's finish (None without a flow start or a task).
+    """
+    start = None
+    rows = []
+    for line in log.splitlines():
+        flow = FLOW_START.match(line)
+        if flow and start is None:
+            start = _log_seconds(flow.group(1), after=launched)
+        task = TASK_LINE.match(line)
+        if task:
+            rows.append({"task": task.group(2), "finished": _log_seconds(task.group(1), after=launched),
+                         "state": task.group(3)})
+    previous = start
+    for row in rows:
+        row["seconds"] = None if previous is None else round(row["finished"] - previous, 3)
+        previous = row["finished"]
+    flow_seconds = None if start is None or not rows else rows[-1]["finished"] - start
+    return rows, flow_seconds
+
+
+class TreeMemory:
+    """Peak RSS of a process and of its whole process tree, sampled on a thread.
+
+    ``series`` keeps every sample of the tree as ``(seconds since the sampler started, bytes)`` when asked to.
+    The tree's RSS is the sum over its processes, so pages they share (a forked child's) count once per process.
+    """
+
+    def __init__(self, pid: int, interval: float = 0.1, *, keep_series: bool = False) -> None:
+        self.process = psutil.Process(pid)
+        self.interval = interval
+        self.peak_main = 0
+        self.peak_tree = 0
+        self.series: list[tuple[float, int]] | None = [] if keep_series else None
+        self._began = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                main = self.process.memory_info().rss
+                tree = main
+                for child in self.process.children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        tree += child.memory_info().rss
+            except psutil.Error:
+                break
+            self.peak_main = max(self.peak_main, main)
+            self.peak_tree = max(self.peak_tree, tree)
+            if self.series is not None:
+                self.series.append((time.monotonic() - self._began, tree))
+            time.sleep(self.interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimedProcess:
+    """A finished child process of :func:`run_timed`.
+
+    Attributes:
+        returncode: Its exit code (negative: killed by that signal, e.g. after the timeout).
+        timed_out: Whether the timeout killed it.
+        wall_seconds: Launch to exit.
+        launched: The launch as :func:`clock_seconds` (to line samples up with Prefect's log times).
+        output: Its standard output and standard error, interleaved.
+        peak_rss_main_gb: Peak RSS of the process itself.
+        peak_rss_tree_gb: Peak RSS summed over its process tree.
+        samples: The tree's RSS samples as ``(clock seconds, bytes)`` (:func:`clock_seconds` of each sample).
+    """
+
+    returncode: int
+    timed_out: bool
+    wall_seconds: float
+    launched: float
+    output: str
+    peak_rss_main_gb: float
+    peak_rss_tree_gb: float
+    samples: list[tuple[float, int]]
+
+
+def _kill_tree(process: psutil.Process) -> None:
+    """Kill a process this script started and every process below it (a Prefect server, a side process)."""
+    below: list[psutil.Process] = []
+    with contextlib.suppress(psutil.Error):
+        below = process.children(recursive=True)
+    for each in [process, *below]:
+        with contextlib.suppress(psutil.Error):
+            each.kill()
+
+
+def run_timed(command: list[str], *, env: dict[str, str], timeout: float, interval: float = 0.1,
+              cwd: Path = ROOT) -> TimedProcess:
+    """Run ``command``, sampling its process tree's RSS every ``interval`` seconds; kill the tree at ``timeout``."""
+    launched = clock_seconds(datetime.now())
+    began = time.perf_counter()
+    child = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    memory = TreeMemory(child.pid, interval, keep_series=True)
+    timed_out = False
+    try:
+        output, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_tree(psutil.Process(child.pid))
+        output, _ = child.communicate()
+    wall = time.perf_counter() - began
+    memory.stop()
+    return TimedProcess(
+        returncode=child.returncode, timed_out=timed_out, wall_seconds=wall, launched=launched, output=output,
+        peak_rss_main_gb=memory.peak_main / 2**30, peak_rss_tree_gb=memory.peak_tree / 2**30,
+        samples=[(launched + seconds, rss) for seconds, rss in memory.series or []],
+    )
