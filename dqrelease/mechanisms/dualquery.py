@@ -30,7 +30,9 @@ from dqrelease.mechanisms.base import (
 )
 from dqrelease.mechanisms.fit import FitKeys
 
-__all__ = ["DEFAULT_ETA", "DEFAULT_SAMPLES", "DQRS", "DUALQUERY", "MIN_ROUNDS", "DQRSKeys", "DualQueryKeys"]
+__all__ = [
+    "DEFAULT_ETA", "DEFAULT_SAMPLES", "DQRS", "DUALQUERY", "MIN_ROUNDS", "ROUNDS_CAP", "DQRSKeys", "DualQueryKeys",
+]
 
 DEFAULT_ETA = 1.0
 """η when none is given (the shipped examples' value; Gaboardi et al. 2014 use 0.4-2.0)."""
@@ -38,6 +40,12 @@ DEFAULT_SAMPLES = (300, 200, 100, 50, 20)
 """s when none is given: the first that leaves at least :data:`MIN_ROUNDS` rounds within the budget."""
 MIN_ROUNDS = 10
 """Fewest rounds the default s aims for (fewer rounds leave too few best responses to seed anything)."""
+ROUNDS_CAP = 300
+"""Most rounds ``T`` the rule gives. A round's privacy cost falls as ``1/n``, so without a cap ``T`` grew with the
+table (282 rounds at KDD99's 494,021 rows, 1,310 at 5 million, about 26,000 at 100 million) and so did the
+mechanism's time, although its records only seed the table fit (docs/benchmarks.md, "Fidelity": they add little
+to the fitted table). 300 is above every release measured (Adult 60, KDD99 282), so their plans are unchanged; at
+the cap the budget the mechanism cannot use goes to the fit (:mod:`dqrelease.mechanisms.fit`)."""
 
 
 class _DualFamilyKeys(MechanismKeys):
@@ -53,7 +61,8 @@ class _DualFamilyKeys(MechanismKeys):
     )
     rounds: int | None = Field(
         default=None, ge=1, le=100_000,
-        description="Rounds T; if omitted, the largest that fits privacy.epsilon in the accounting mode.",
+        description=f"Rounds T; if omitted, the largest that fits privacy.epsilon in the accounting mode, at most "
+        f"{ROUNDS_CAP}.",
     )
     free_policy: Literal["zero", "random", "dp-marginal"] = Field(
         default="random", description="How attributes no sampled query touches are set."
@@ -129,6 +138,7 @@ def _default_samples(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs, topup: 
             rounds = calibrate_rounds(
                 keys.name, epsilon=public.epsilon, delta=public.delta, eta=keys.eta, samples=samples, n=public.n,
                 mode=inputs.mode, topup_fraction=topup, free_epsilon=keys.free_epsilon, free_rho=keys.free_rho,
+                most=MIN_ROUNDS,
             )
         except AccountingError:
             continue
@@ -170,9 +180,14 @@ def _plan(keys: DualQueryKeys | DQRSKeys, inputs: PlanInputs) -> ReleasePlan:
     else:
         rounds = calibrate_rounds(
             name, epsilon=public.epsilon, delta=public.delta, eta=keys.eta, samples=samples, n=public.n,
-            mode=mode, topup_fraction=topup, free_epsilon=keys.free_epsilon, free_rho=keys.free_rho,
+            mode=mode, topup_fraction=topup, free_epsilon=keys.free_epsilon, free_rho=keys.free_rho, most=ROUNDS_CAP,
         )
-        notes.append(f"T = {rounds} is the largest number of rounds within {name}'s own epsilon = {public.epsilon:.4g}")
+        if rounds == ROUNDS_CAP:
+            notes.append(f"T = {rounds} is the rule's cap: more rounds would fit {name}'s own epsilon = "
+                         f"{public.epsilon:.4g} on this many records, but its time would grow with n")
+        else:
+            notes.append(
+                f"T = {rounds} is the largest number of rounds within {name}'s own epsilon = {public.epsilon:.4g}")
     shared = {
         "eta": keys.eta, "samples": samples, "rounds": rounds, "delta": public.delta,
         "free_policy": keys.free_policy, "free_epsilon": keys.free_epsilon, "free_noise": keys.free_noise,

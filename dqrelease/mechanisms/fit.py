@@ -4,8 +4,9 @@ DualQuery, DQRS, FEM and sepFEM publish, by default, their records calibrated ag
 (:mod:`dq_engine.fit.table_fit`): MWEM on particles seeded with the mechanism's records. The fit takes ``share`` of
 the target's zCDP budget ρ; the mechanism is planned within what is left, by bisection on the mechanism's own
 target ε so that the *combined* cost (the mechanism's events and the fit's, composed) never exceeds the target
-in the config's accounting mode. ``enabled = false`` publishes the mechanism's raw records (the papers'
-algorithms as printed).
+in the config's accounting mode. A mechanism that cannot use more than it got (DualQuery and DQRS at their cap on
+``T``, on large tables) leaves the rest of the target to the fit, whose share then grows. ``enabled = false``
+publishes the mechanism's raw records (the papers' algorithms as printed).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ FIT_SHARE = 0.7
 on tables like Adult, so most of the budget goes to the measurements that make single columns and pairs right)."""
 
 _BISECTION_STEPS = 40
+_SHARE_STEPS = 20
+"""Bisection steps of the fit's grown share (:func:`_grown_fit`): the share to within 2^-20 of the range."""
 
 
 class FitKeys(BaseModel):
@@ -132,17 +135,26 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
             f"no {keys.name} run fits next to the table fit within epsilon = {public.epsilon:.4g} ({mode} "
             "accounting); raise privacy.epsilon, lower mechanism.fit.share, or set mechanism.fit.enabled = false"
         )
+    share = keys.fit.share
+    if _saturated(plan, keys, inputs, best):
+        fit, share = _grown_fit(best, keys.fit, inputs)
+        extra = fit_events(fit)
     events = (*best.events, *extra)
     costs = combined_costs(list(events), public.delta)
+    grown = share != keys.fit.share
+    own = "" if grown else f", epsilon = {own_epsilon:.4g} on its own"
     note = (
-        f"budget split: the table fit takes {keys.fit.share:.0%} of rho for MWEM on {fit.support_size:,} particles "
-        f"({keys.fit.seed_fraction:.0%} seeded with the {keys.name} records), {fit.rounds} rounds, and the rows are "
-        f"sampled from the fitted particles; {keys.name} gets the rest, epsilon = {own_epsilon:.4g} on its own. "
+        f"budget split: the table fit takes {share:.{1 if grown else 0}%} of rho for MWEM on {fit.support_size:,} "
+        f"particles ({keys.fit.seed_fraction:.0%} seeded with the {keys.name} records), {fit.rounds} rounds, and the "
+        f"rows are sampled from the fitted particles; {keys.name} gets the rest{own}. "
         f"Composed in zCDP the two cost epsilon = {costs[mode].epsilon:.4g} within the target epsilon = "
         f"{public.epsilon:.4g} ({mode} accounting): the epsilons of composed steps do not add up"
     )
+    if grown:
+        note += (f"; {keys.name} cannot use more (T is at its cap, and its rounds cost about {1 - share:.1%} of rho "
+                 f"on this many records), so the fit's share grew from {keys.fit.share:.0%} to {share:.1%}")
     parameters = {**best.parameters, "fit": {
-        "share": keys.fit.share, "seed_fraction": fit.seed_fraction, "particles": fit.support_size,
+        "share": share, "seed_fraction": fit.seed_fraction, "particles": fit.support_size,
         "rounds": fit.rounds, "select_epsilon": fit.select_epsilon, "measure_rho": fit.measure_rho,
         "prior_rho": fit.support_budget,
     }}
@@ -150,6 +162,43 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
         best, parameters=parameters, events=events, costs=costs,
         progress_rounds=best.progress_rounds + fit.rounds, notes=[*best.notes, note], fit=fit,
     )
+
+
+def _saturated(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inputs: PlanInputs,
+               best: ReleasePlan) -> bool:
+    """The mechanism given the whole target would run exactly as ``best``: more budget buys it nothing."""
+    from dq_engine.errors import AccountingError
+
+    try:
+        whole = plan(keys, inputs)
+    except AccountingError:
+        return False
+    return whole.events == best.events
+
+
+def _grown_fit(best: ReleasePlan, fit: FitKeys, inputs: PlanInputs) -> tuple[Any, float]:
+    """The fit with the largest share (from ``fit.share`` up) whose events fit next to ``best``'s in the target."""
+    from dq_engine.fit.table_fit import fit_events
+    from dq_engine.privacy.accounting import combined_costs, within_target
+
+    public, mode = inputs.public, inputs.mode
+
+    def config(share: float) -> Any:
+        return _fit_config(fit.model_copy(update={"share": share}), inputs)
+
+    def fits(candidate: Any) -> bool:
+        costs = combined_costs([*best.events, *fit_events(candidate)], public.delta)
+        return within_target(costs[mode].epsilon, public.epsilon)
+
+    low, high, chosen = fit.share, 1.0, config(fit.share)
+    for _ in range(_SHARE_STEPS):
+        middle = 0.5 * (low + high)
+        candidate = config(middle)
+        if fits(candidate):
+            low, chosen = middle, candidate
+        else:
+            high = middle
+    return chosen, low
 
 
 def run_fit(plan: ReleasePlan, inputs: RunInputs, result: Any) -> Any:

@@ -84,3 +84,22 @@ def test_calibrate_rounds_rejects_non_positive_epsilon():
 def test_calibrate_rounds_rejects_unknown_mechanism():
     with pytest.raises(AccountingError, match="has no round-based calibration"):
         calibrate_rounds("mwem", epsilon=1.0, delta=1e-6, eta=0.5, samples=10, n=100)
+
+
+@pytest.mark.parametrize("target", [5, 299, 300, 301, 5_000])
+def test_largest_admissible_with_most_is_the_threshold_capped_at_most(target):
+    # cost(T) = T against target + 0.5: the uncapped answer is the target; with most = 300, min(target, 300)
+    evaluated = []
+
+    def cost(rounds: int) -> float:
+        evaluated.append(rounds)
+        return float(rounds)
+
+    assert largest_admissible(cost, target + 0.5, most=300) == min(target, 300)
+    if target >= 300:
+        assert evaluated == [2, 300]  # the cap fits: the minimum and the cap, nothing else
+
+
+def test_largest_admissible_refuses_a_cap_below_the_minimum():
+    with pytest.raises(AccountingError, match="at most 1 rounds"):
+        largest_admissible(float, 10.0, most=1)
