@@ -13,8 +13,9 @@ base table, its declared columns as trimmed text), and a table of exactly ``n`` 
 
 So the 5,000,000-row KDD99 table is the file 10 times plus 59,790 of its rows, and 20,000 Adult rows are a seeded
 subset. Replication keeps every value and every rule of the schema valid and the discretized domain unchanged:
-only ``n`` moves. The default mechanism's plan does move with it: DualQuery's T is the largest that fits ε, and a
-round costs less privacy the larger ``n`` is (KDD99: T = 282 at 0.5M rows, 1,310 at 5M). Each record keeps what
+only ``n`` moves. The default mechanism's plan moves with it up to a point: DualQuery's T is the largest that fits
+ε, at most 300 (``ROUNDS_CAP``), and a round costs less privacy the larger ``n`` is (KDD99: T = 280 at 0.5M rows,
+the cap at 5M, where the table fit takes the budget DualQuery cannot use). Each record keeps what
 ``dqrelease plan`` says of its config (rounds, fit rounds, the time and memory forecasts; planned in this process
 after the run, unless ``--no-forecast``), so the ``synthesize`` stage's growth can be read against its rounds.
 
