@@ -27,8 +27,8 @@ FIT_SHARE = 0.7
 on tables like Adult, so most of the budget goes to the measurements that make single columns and pairs right)."""
 
 _BISECTION_STEPS = 40
-_SHARE_STEPS = 20
-"""Bisection steps of the fit's grown share (:func:`_grown_fit`): the share to within 2^-20 of the range."""
+_SHARE_STEPS = 12
+"""Bisection steps of the fit's grown share when it is not found at once (:func:`_grown_fit`): within 2^-12."""
 
 
 class FitKeys(BaseModel):
@@ -177,9 +177,13 @@ def _saturated(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inputs
 
 
 def _grown_fit(best: ReleasePlan, fit: FitKeys, inputs: PlanInputs) -> tuple[Any, float]:
-    """The fit with the largest share (from ``fit.share`` up) whose events fit next to ``best``'s in the target."""
+    """The fit with the largest share (from ``fit.share`` up) whose events fit next to ``best``'s in the target.
+
+    In tight accounting the costs compose in zCDP, so the share is first taken as what ``best``'s ρ leaves of the
+    target's; one check confirms it. Otherwise (paper accounting, or a share that does not fit) a bisection finds it.
+    """
     from dq_engine.fit.table_fit import fit_events
-    from dq_engine.privacy.accounting import combined_costs, within_target
+    from dq_engine.privacy.accounting import combined_costs, within_target, zcdp_rho
 
     public, mode = inputs.public, inputs.mode
 
@@ -191,6 +195,13 @@ def _grown_fit(best: ReleasePlan, fit: FitKeys, inputs: PlanInputs) -> tuple[Any
         return within_target(costs[mode].epsilon, public.epsilon)
 
     low, high, chosen = fit.share, 1.0, config(fit.share)
+    if mode == "tight":
+        left = 1.0 - zcdp_rho(list(best.events), em_bound="bounded_range") / _target_rho(inputs)
+        if left > low:
+            candidate = config(left)
+            if fits(candidate):
+                return candidate, left
+            high = left
     for _ in range(_SHARE_STEPS):
         middle = 0.5 * (low + high)
         candidate = config(middle)
