@@ -171,9 +171,9 @@ class LedgerFile:
     def _open(self, deadline: float, *, reading: bool = False) -> tuple[duckdb.DuckDBPyConnection, bool]:
         """The connection and whether it is writable, retried with jittered backoff until ``deadline`` (monotonic).
 
-        Read-write; for ``reading`` an existing file that cannot be opened read-write (not a lock), read-only.
+        Read-write; for ``reading`` an existing file that cannot be opened read-write (not a lock), read-only. The
+        folder exists: :meth:`_queued` made it.
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         backoff = _FIRST_BACKOFF
         while True:
             try:
