@@ -2,11 +2,12 @@
 
 Files are written into the run's staging directory; :meth:`dqrelease.outputs.runs.RunContext.publish` renames them
 into place, so a failure while writing leaves no partial output. Hashes: SHA-256 of each file's bytes, plus a
-*content* hash of the DuckDB table (its rows serialised as canonical CSV), because DuckDB database files are not
-byte-reproducible.
+*content* hash of the DuckDB table (its rows serialised as the published CSV text), because DuckDB database files are
+not byte-reproducible.
 
 **Chunks.** :class:`TableWriter` takes the table as consecutive chunks (pandas frames with the same columns and
-dtypes) and never holds more than one chunk and one Parquet row group: the canonical CSV is appended chunk by
+dtypes), turns each into an Arrow table once (the first chunk's schema for all) and never holds more than one chunk
+and one Parquet row group: the CSV text (:mod:`dqrelease.outputs.csv_text`, DuckDB's ``COPY``) is appended chunk by
 chunk (and hashed as it goes: it is also the DuckDB table's content hash), each chunk is inserted into the DuckDB
 table, and Parquet rows are buffered into row groups of :data:`PARQUET_ROW_GROUP_ROWS` rows. Every file's bytes
 (the DuckDB table's content) are the same whatever the chunks: CSV is formatted value by value, and each Parquet
@@ -27,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dqrelease.inputs.config import file_sha256
+from dqrelease.outputs.csv_text import CsvText, canonical_csv
 
 __all__ = ["PARQUET_ROW_GROUP_ROWS", "TableWriter", "canonical_csv", "table_content_hash", "write_outputs"]
 
@@ -37,16 +39,12 @@ PARQUET_ROW_GROUP_ROWS = 1024 * 1024
 chunks it is written from. It bounds the rows the Parquet writer buffers."""
 
 
-def canonical_csv(frame: pd.DataFrame, *, header: bool = True) -> bytes:
-    """The table as canonical CSV bytes (column order, row order, no index): ``synthetic.csv`` exactly.
-
-    ``header=False`` gives the rows of a later chunk: the chunks' bytes, concatenated, are the whole table's.
-    """
-    return frame.to_csv(index=False, header=header, lineterminator="\n").encode()
+CSV_SCRATCH = ".synthetic.csv.chunk"
+"""File in the staging directory that DuckDB writes one chunk's CSV text to (removed as soon as it is read)."""
 
 
 def table_content_hash(frame: pd.DataFrame) -> str:
-    """SHA-256 of the table as canonical CSV (:func:`canonical_csv`)."""
+    """SHA-256 of the table as the published CSV text (:func:`~dqrelease.outputs.csv_text.canonical_csv`)."""
     return hashlib.sha256(canonical_csv(frame)).hexdigest()
 
 
@@ -74,8 +72,11 @@ class TableWriter:
             raise ValueError(f"row_group_rows ({row_group_rows}) must be at least 1")
         directory.mkdir(parents=True, exist_ok=True)
         self.directory, self.formats, self.row_group_rows = directory, list(formats), row_group_rows
-        self._csv_hash = hashlib.sha256() if "csv" in formats or "duckdb" in formats else None
+        hashed = "csv" in formats or "duckdb" in formats
+        self._csv_hash = hashlib.sha256() if hashed else None
+        self._csv_text = CsvText(directory / CSV_SCRATCH) if hashed else None
         self._csv: BinaryIO | None = None
+        self._schema: pa.Schema | None = None
         self._parquet: pq.ParquetWriter | None = None
         self._buffer: list[pa.Table] = []
         self._buffered = 0
@@ -93,19 +94,21 @@ class TableWriter:
     def append(self, frame: pd.DataFrame) -> None:
         """Write the next chunk of rows (the same columns and dtypes as the first)."""
         first = self._chunks == 0
-        if self._csv_hash is not None:
-            text = canonical_csv(frame, header=first)  # serialised once: the CSV file and the content hash
+        table = pa.Table.from_pandas(frame, schema=self._schema, preserve_index=False)  # once, for every format
+        self._schema = table.schema
+        if self._csv_text is not None and self._csv_hash is not None:
+            text = self._csv_text.render(table, header=first)  # serialised once: the CSV file and the content hash
             self._csv_hash.update(text)
             if "csv" in self.formats:
                 if self._csv is None:
                     self._csv = (self.directory / "synthetic.csv").open("wb")
                 self._csv.write(text)
         if "parquet" in self.formats:
-            self._append_parquet(frame)
+            self._append_parquet(table)
         if "duckdb" in self.formats:
             if self._duckdb is None:
                 self._duckdb = duckdb.connect(str(self.directory / "synthetic.duckdb"))
-            self._duckdb.register("chunk", frame)
+            self._duckdb.register("chunk", table)
             # TABLE is a module constant: no identifier from input reaches the SQL text
             verb = f"create table {TABLE} as" if first else f"insert into {TABLE}"
             self._duckdb.execute(f"{verb} select * from chunk")
@@ -138,12 +141,9 @@ class TableWriter:
             }
         return outputs
 
-    def _append_parquet(self, frame: pd.DataFrame) -> None:
+    def _append_parquet(self, table: pa.Table) -> None:
         if self._parquet is None:
-            table = pa.Table.from_pandas(frame, preserve_index=False)
             self._parquet = pq.ParquetWriter(self.directory / "synthetic.parquet", table.schema)
-        else:
-            table = pa.Table.from_pandas(frame, schema=self._parquet.schema, preserve_index=False)
         self._buffer.append(table)
         self._buffered += table.num_rows
         self._write_row_groups(self._parquet, final=False)
@@ -162,10 +162,10 @@ class TableWriter:
         self._buffer, self._buffered = [rest], rest.num_rows
 
     def _close(self) -> None:
-        for closing in (self._csv, self._parquet, self._duckdb):
+        for closing in (self._csv, self._parquet, self._duckdb, self._csv_text):
             if closing is not None:
                 closing.close()
-        self._csv = self._parquet = self._duckdb = None
+        self._csv = self._parquet = self._duckdb = self._csv_text = None
 
 
 def write_outputs(chunks: Iterable[pd.DataFrame], directory: Path, formats: list[str]) -> dict[str, dict[str, str]]:
