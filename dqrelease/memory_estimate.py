@@ -108,7 +108,8 @@ PUBLISH_CHUNK_ROWS = 1_000_000
 
 PUBLISHED_CELL_BYTES = 64
 """Bytes per published cell of a chunk: the sampled int64 code, its decoded value (a label string or a number) and its
-text in the CSV, written twice (text, then bytes)."""
+text in the CSV. Set when pandas held that text twice (text, then bytes); DuckDB's text is held once since issue 26,
+so the figure is now an upper bound (not re-measured)."""
 
 PUBLISHED_BINARY_CELL_BYTES = 16
 """Bytes per published cell of a binary column: the sampled int64 code, its int8 value and ``0,`` or ``1,`` twice."""

@@ -188,9 +188,10 @@ def test_streaming_never_holds_the_codes_of_every_row(tmp_path, monkeypatch):
 
     The whole table's codes (200,000 x 15 int64) take 24 MB, and building the whole table as before took several
     times that; the row index takes 0.8 MB. Tolerance: the traced peak must stay below half the whole codes (12 MB;
-    measured 9 MB, mostly pandas' CSV formatting of one chunk). tracemalloc sees numpy and Python allocations
-    (codes, index, CSV text), not Arrow's memory pool; Parquet rows buffer up to a row group, lowered here to 20,000
-    rows so that the buffer is not the whole table (numpy arrays it wraps without a copy would be traced).
+    measured 4.4 MB since DuckDB writes the CSV text, 9 MB with pandas' formatting). tracemalloc sees numpy and Python
+    allocations (codes, index, a chunk's CSV bytes), not Arrow's memory pool nor DuckDB's; Parquet rows buffer up to a
+    row group, lowered here to 20,000 rows so that the buffer is not the whole table (numpy arrays it wraps without a
+    copy would be traced).
     """
     monkeypatch.setattr(dqrelease.outputs.publish, "PARQUET_ROW_GROUP_ROWS", 20_000)
     rows_total, chunk_rows = 200_000, 10_000
