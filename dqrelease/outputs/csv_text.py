@@ -37,12 +37,15 @@ class CsvText:
     def __init__(self, scratch: Path) -> None:
         """Open an in-memory DuckDB connection that writes each chunk's text to ``scratch``.
 
+        The rows keep their order (``preserve_insertion_order``, DuckDB's default, set here because the text
+        depends on it); anything DuckDB spills to disk goes beside ``scratch`` and is removed when it is closed.
+
         Args:
             scratch: A file path of the caller's (its folder must exist), overwritten and removed by every
                 :meth:`render`.
         """
         self.scratch = scratch
-        self._con = duckdb.connect()
+        self._con = duckdb.connect(config={"preserve_insertion_order": True, "temp_directory": str(scratch.parent)})
 
     def __enter__(self) -> CsvText:
         return self
