@@ -285,5 +285,5 @@ def test_from_distinct_refuses_an_empty_table_and_out_of_range_codes_like_from_c
     domain = Domain.categorical({"a": 2, "b": 2})
     with pytest.raises(DomainError, match="empty"):
         Dataset.from_distinct(domain, np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64))
-    with pytest.raises(DomainError, match="column 'b' has a code outside 0..1"):
+    with pytest.raises(DomainError, match=r"column 'b' has a code outside 0\.\.1"):
         Dataset.from_distinct(domain, np.array([[0, 2]]), np.array([5]))
