@@ -18,3 +18,11 @@ create or replace temp macro parse_number(raw_value) as
         when raw_value is null then null
         else coalesce(try_cast(raw_value as double), 'nan'::double)
     end;
+
+-- value_code: the code of a categorical or binary cell: its position's code in the public lists (keys[i] has
+-- code codes[i]: declared values and alias spellings), missing_code for NULL, NULL for a value not listed.
+create or replace temp macro value_code(raw_value, keys, codes, missing_code) as
+    case
+        when raw_value is null then missing_code
+        else codes[list_position(keys, raw_value::varchar)]
+    end;

@@ -81,26 +81,34 @@ class Dataset:
             DomainError: If the shape is wrong or a code is out of range (the message gives the attribute
                 name, never the offending value).
         """
-        codes = np.asarray(codes)
-        if codes.ndim != 2 or codes.shape[1] != len(domain):
-            # the number of rows can be private (add/remove neighbours): only the column count is named
-            raise DomainError(
-                f"codes must be a 2-d array with {len(domain)} columns (one per attribute), "
-                f"got {codes.ndim} dimension(s) and {codes.shape[-1] if codes.ndim else 0} columns"
-            )
-        if codes.shape[0] == 0:
-            raise DomainError("the dataset is empty; DualQuery needs n >= 1 records")
-        for j, attribute in enumerate(domain.attributes):
-            column = codes[:, j]
-            if column.min() < 0 or column.max() >= attribute.size:
-                raise DomainError(
-                    f"column {attribute.name!r} has a code outside 0..{attribute.size - 1}; "
-                    "fix the discretization or the schema's value set"
-                )
-        compact = np.ascontiguousarray(codes.astype(_code_dtype(domain)))
+        compact = _checked_codes(domain, codes)
         # same rows, order and counts as numpy.unique(compact, axis=0), through packed keys (dq_engine.data.rows)
         distinct, counts = unique_rows(compact, domain.sizes, return_counts=True)
-        return cls(domain=domain, n=int(codes.shape[0]), codes=distinct, counts=counts.astype(np.int64))
+        return cls(domain=domain, n=int(compact.shape[0]), codes=distinct, counts=counts.astype(np.int64))
+
+    @classmethod
+    def from_distinct(cls, domain: Domain, codes: np.ndarray, counts: np.ndarray) -> Dataset:
+        """Build a dataset from distinct records and their numbers of rows (e.g. a SQL ``GROUP BY``).
+
+        The result is :meth:`from_codes` of the rows these stand for (each record repeated ``counts`` times):
+        the same records in the same canonical order with the same counts, whatever the order of ``codes``.
+
+        Args:
+            domain: Public domain; ``codes[:, j]`` must lie in ``0 .. domain.sizes[j]-1``.
+            codes: Array of shape ``(u, m)``; a record given twice has its counts added.
+            counts: Positive numbers of rows, shape ``(u,)``.
+
+        Raises:
+            DomainError: As :meth:`from_codes`, or if ``counts`` has the wrong shape or a count below 1.
+        """
+        compact = _checked_codes(domain, codes)
+        counts = np.asarray(counts, dtype=np.int64)
+        if counts.shape != (compact.shape[0],) or (counts.size and int(counts.min()) < 1):
+            raise DomainError("counts must hold one positive number of rows per distinct record")
+        distinct, inverse = unique_rows(compact, domain.sizes, return_inverse=True)
+        merged = np.zeros(distinct.shape[0], dtype=np.int64)
+        np.add.at(merged, inverse, counts)
+        return cls(domain=domain, n=int(merged.sum()), codes=distinct, counts=merged)
 
     @classmethod
     def from_sparse(cls, domain: Domain, matrix: sp.sparray | sp.spmatrix | np.ndarray) -> Dataset:
@@ -196,3 +204,24 @@ class Dataset:
         else:
             ones = np.asarray(self.bits.sum(axis=0)).ravel().astype(float)
         return [np.array([self.n - c, c]) for c in ones]
+
+
+def _checked_codes(domain: Domain, codes: np.ndarray) -> np.ndarray:
+    """``codes`` as a contiguous array of the domain's code width, after checking its shape and every code."""
+    codes = np.asarray(codes)
+    if codes.ndim != 2 or codes.shape[1] != len(domain):
+        # the number of rows can be private (add/remove neighbours): only the column count is named
+        raise DomainError(
+            f"codes must be a 2-d array with {len(domain)} columns (one per attribute), "
+            f"got {codes.ndim} dimension(s) and {codes.shape[-1] if codes.ndim else 0} columns"
+        )
+    if codes.shape[0] == 0:
+        raise DomainError("the dataset is empty; DualQuery needs n >= 1 records")
+    for j, attribute in enumerate(domain.attributes):
+        column = codes[:, j]
+        if column.min() < 0 or column.max() >= attribute.size:
+            raise DomainError(
+                f"column {attribute.name!r} has a code outside 0..{attribute.size - 1}; "
+                "fix the discretization or the schema's value set"
+            )
+    return np.ascontiguousarray(codes.astype(_code_dtype(domain)))

@@ -3,15 +3,18 @@
 The codes are those of :mod:`dqrelease.inputs.encoding` (the domain of
 :func:`~dqrelease.inputs.encoding.domain_from_columns`).
 
-How codes are computed (:func:`discretize`, model ``sql/discretized_codes.sql``): the raw table is
-unpivoted to long ``(row_id, column_name, raw_value)``; categorical and binary cells are joined with a
-``(column, raw_value, code)`` table (declared values, alias spellings, NULL -> the ``missing`` value) and
-numeric cells with a ``(column, lo, hi, code)`` bucket table by an ASOF join (``out_of_range = "clip"``
-makes the first bucket open below and the last open above). The mapping tables are built in Python from
-the schema and bound as parameters. Then ``sql/discretized_check.sql`` requires exactly one non-NULL code
-per record and column (= exactly one bit per one-hot block) and names the columns that break it; only
-then are the codes streamed into numpy as Arrow batches (three integer columns, never a frame of
-strings) and deduplicated by :meth:`dq_engine.Dataset.from_codes`.
+How codes are computed (:func:`discretize`, model ``sql/discretized_records.sql``): one statement codes every
+cell of the wide raw table and groups the coded records, so what leaves DuckDB is the table's *distinct* records
+with their numbers of rows: its memory and transfer grow with the distinct records, not with the rows, and
+DuckDB's GROUP BY (parallel, spilling to disk when it must) does the work that grows with the rows. A categorical
+or binary cell is looked up in the column's public list of declared values and alias spellings (macro
+``value_code``, ``sql/macros.sql``; NULL -> the ``missing`` value, or 0 for a nullable binary column); a numeric
+cell is parsed and placed in the bucket ``[lo, hi)`` that holds it (``out_of_range = "clip"`` makes the first
+bucket open below and the last open above; NULL -> the missing bucket). The select list is built here from the
+schema (quoted identifiers, every value a bound parameter). A cell that no mapping codes is NULL: such records are
+counted per column and the columns named (never a value), so a record gets exactly one code per column (= one bit
+per one-hot block). The records are then put in :class:`dq_engine.Dataset`'s canonical order
+(:meth:`~dq_engine.Dataset.from_distinct`): the dataset is the one the rows would give.
 
 An all-binary schema over a long basket table (format ``transactions``) becomes a sparse dataset
 (:meth:`dq_engine.Dataset.from_sparse`) straight from the ``(row_id, item)`` pairs.
@@ -19,11 +22,12 @@ An all-binary schema over a long basket table (format ``transactions``) becomes 
 
 from __future__ import annotations
 
+import itertools
+from collections import defaultdict
 from typing import Any
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 import scipy.sparse as sp
 
 from dq_engine import Dataset, Domain
@@ -32,11 +36,12 @@ from dqrelease.inputs.columns import CategoricalColumn, NumericColumn
 from dqrelease.inputs.encoding import categorical_codes, domain_from_columns, numeric_buckets
 from dqrelease.inputs.ingest import is_basket_table
 from dqrelease.inputs.schema import Schema
-from dqrelease.warehouse import query_rows, run_script, stream_batches, table_columns
+from dqrelease.warehouse import query_rows, render, run_script, stream_batches, table_columns
 
 __all__ = ["discretize"]
 
-STREAM_ROWS = 1 << 20
+CELLS, CODES = "/* cells */", "/* codes */"
+"""The markers of ``sql/discretized_records.sql`` that the per-column lines replace."""
 
 
 def discretize(con: duckdb.DuckDBPyConnection, raw_table: str, schema: Schema) -> Dataset:
@@ -44,12 +49,12 @@ def discretize(con: duckdb.DuckDBPyConnection, raw_table: str, schema: Schema) -
 
     Args:
         con: DuckDB connection holding the raw table.
-        raw_table: The wide raw table (a base table: its ``rowid`` numbers the records), or the long basket
-            table of a transactions source.
+        raw_table: The wide raw table, or the long basket table of a transactions source.
         schema: The public schema (the only source of value sets and bucket edges).
 
     Returns:
-        :meth:`Dataset.from_codes` of the codes, or :meth:`Dataset.from_sparse` for an all-binary schema.
+        :meth:`Dataset.from_distinct` of the distinct coded records, or :meth:`Dataset.from_sparse` for an
+        all-binary schema.
 
     Raises:
         ValidationFailedError: Some record does not get exactly one code for some column (a value outside
@@ -61,103 +66,115 @@ def discretize(con: duckdb.DuckDBPyConnection, raw_table: str, schema: Schema) -
     run_script(con, "macros")
     if is_basket_table(columns, schema):
         return _discretize_baskets(con, raw_table, schema, domain)
-    tables = {"raw_table": raw_table}
-    [(n, max_rowid)] = query_rows(con, "raw_row_ids", tables=tables)
-    codes = np.zeros((int(max_rowid) + 1, len(domain)), dtype=_code_dtype(domain))
-    present = np.zeros(int(max_rowid) + 1, dtype=bool)
-    tally = _CodeTally(len(domain))
-    for model, params in _code_models(schema):
-        for batch in stream_batches(con, model, params=params, tables=tables, batch_size=STREAM_ROWS):
-            tally.add(batch, codes, present)
-    tally.check(schema, int(n))
-    codes = codes[present]
-    if domain.all_binary:
-        rows, cols = np.nonzero(codes)
-        return Dataset.from_sparse(domain, _bits(rows, cols, codes.shape[0], domain.n_bits))
-    return Dataset.from_codes(domain, codes)
+    cells, codes_list, params = _code_expressions(schema)
+    query = render("discretized_records", {"raw_table": raw_table}).replace(CELLS, cells).replace(CODES, codes_list)
+    records = con.sql(query, params=params).to_arrow_table()
+    m = len(schema.columns)
+    counts = records.column(m).to_numpy().astype(np.int64)
+    uncoded = np.zeros(m, dtype=np.int64)
+    codes = np.zeros((records.num_rows, m), dtype=np.int32)  # the dataset compacts them
+    for j in range(m):
+        column = records.column(j)
+        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        uncoded[j] = int(counts[~valid].sum())
+        codes[valid, j] = column.drop_null().to_numpy()
+    _check_coded(schema, uncoded)
+    dataset = Dataset.from_distinct(domain, codes, counts)
+    if domain.all_binary:  # rows in the canonical order of the distinct records: file order plays no part
+        return Dataset.from_sparse(domain, _bits_of_records(dataset.codes, dataset.counts, domain.n_bits))
+    return dataset
 
 
-def _code_models(schema: Schema) -> list[tuple[str, dict[str, Any]]]:
-    """The SQL models that code the categorical / binary and the numeric columns, with their parameters."""
-    categorical = [c for c in schema.columns if not isinstance(c, NumericColumn)]
-    numeric = [c for c in schema.columns if isinstance(c, NumericColumn)]
-    models = []
-    if categorical:
-        models.append(("discretized_categorical", {
-            "column_names": [c.name for c in categorical],
-            "columns": _column_table(schema, categorical),
-            "categorical_codes": categorical_codes(schema.columns),
-        }))
-    if numeric:
-        models.append(("discretized_numeric", {
-            "column_names": [c.name for c in numeric],
-            "columns": _column_table(schema, numeric),
-            "numeric_buckets": numeric_buckets(schema.columns),
-        }))
-    return models
+def _code_expressions(schema: Schema) -> tuple[str, str, dict[str, Any]]:
+    """The cells' and the codes' select lists (schema order) and their bound parameters (public values only).
 
-
-def _column_table(schema: Schema, selected: list) -> list[dict[str, Any]]:
-    """``(column_name, column_index, missing_code)`` of the selected columns; NULL cells get missing_code."""
-    index = {name: i for i, name in enumerate(schema.names)}
-    rows = []
-    for column in selected:
+    Raises:
+        ValidationFailedError: A mapping gives one raw value of a column two codes, or two buckets of a numeric
+            column overlap (checked on the public mapping, before any row is read).
+    """
+    values: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for row in categorical_codes(schema.columns):
+        values[row["column_name"]].append((row["raw_value"], int(row["code"])))
+    buckets: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
+    for row in numeric_buckets(schema.columns):
+        buckets[row["column_name"]].append((float(row["lo"]), float(row["hi"]), int(row["code"])))
+    _check_mappings(schema, values, buckets)
+    cells, expressions, params = [], [], {}
+    for j, column in enumerate(schema.columns):
+        params[f"name_{j}"] = column.name
+        cells.append(f"columns(lambda c: c = $name_{j}) as cell_{j}")
+        name = f"cell_{j}"
+        params[f"missing_{j}"] = _missing_code(column)
+        missing = f"$missing_{j}::integer"
         if isinstance(column, NumericColumn):
-            missing_code = column.size - 1 if column.missing_bucket else None
-        elif isinstance(column, CategoricalColumn):
-            missing_code = column.values.index(column.missing) if column.missing is not None else None
+            number = f"parse_number({name})"
+            cases = []
+            for k, (lo, hi, code) in enumerate(buckets[column.name]):
+                params[f"lo_{j}_{k}"], params[f"hi_{j}_{k}"], params[f"code_{j}_{k}"] = lo, hi, code
+                cases.append(f"when {number} >= $lo_{j}_{k} and {number} < $hi_{j}_{k} then $code_{j}_{k}::integer")
+            expressions.append(f"case when {number} is null then {missing} {' '.join(cases)} end as code_{j}")
         else:
-            missing_code = 0 if column.nullable else None
-        rows.append({"column_name": column.name, "column_index": index[column.name], "missing_code": missing_code})
-    return rows
+            params[f"keys_{j}"] = [value for value, _ in values[column.name]]
+            params[f"codes_{j}"] = [code for _, code in values[column.name]]
+            expressions.append(f"value_code({name}, $keys_{j}, $codes_{j}::integer[], {missing}) as code_{j}")
+    return ",\n        ".join(cells), "".join(f"{expression},\n    " for expression in expressions), params
+
+
+def _missing_code(column: Any) -> int | None:
+    """The code a NULL cell of ``column`` gets, or None when NULL is not a value of the column."""
+    if isinstance(column, NumericColumn):
+        return column.size - 1 if column.missing_bucket else None
+    if isinstance(column, CategoricalColumn):
+        return column.values.index(column.missing) if column.missing is not None else None
+    return 0 if column.nullable else None
+
+
+def _check_mappings(schema: Schema, values: dict[str, list[tuple[str, int]]],
+                    buckets: dict[str, list[tuple[float, float, int]]]) -> None:
+    """Refuse a mapping that could give a cell two codes (public: the schema's lists and buckets only)."""
+    bad = []
+    for column in schema.columns:
+        if isinstance(column, NumericColumn):
+            spans = sorted((lo, hi) for lo, hi, _ in buckets[column.name])
+            if any(hi > next_lo for (_, hi), (next_lo, _) in itertools.pairwise(spans)):
+                bad.append(column.name)
+        else:
+            seen: dict[str, int] = {}
+            for value, code in values[column.name]:
+                if seen.setdefault(value, code) != code:
+                    bad.append(column.name)
+                    break
+    if bad:
+        names = ", ".join(repr(name) for name in bad)
+        raise ValidationFailedError(
+            f"discretization would give a value two codes in column(s) {names}: the schema's values, aliases or "
+            "buckets overlap; fix the schema",
+            [{"expectation": "one_code_per_column", "column": name} for name in bad],
+        )
+
+
+def _check_coded(schema: Schema, uncoded: np.ndarray) -> None:
+    """Refuse a table with cells no mapping codes, naming the columns (their counts go to the failure records)."""
+    bad = np.flatnonzero(uncoded)
+    if bad.size == 0:
+        return
+    failures = [
+        {"expectation": "one_code_per_column", "column": schema.names[j], "unexpected_count": str(int(uncoded[j]))}
+        for j in bad
+    ]
+    names = ", ".join(repr(f["column"]) for f in failures)
+    raise ValidationFailedError(
+        f"discretization did not give exactly one code per record for column(s) {names}; a value is outside "
+        "the schema: validate the raw table first and check values and aliases",
+        failures,
+    )
 
 
 # ---------------------------------------------------------------------- loading
-def _code_dtype(domain: Domain) -> np.dtype:
-    largest = int(domain.sizes.max())
-    return np.dtype(np.uint8 if largest <= 256 else np.uint16 if largest <= 65536 else np.int32)
-
-
-class _CodeTally:
-    """Scatter streamed ``(row_id, column_index, code)`` batches into the code matrix and count per column.
-
-    Every cell yields at least one row (see the SQL models), so a column is valid exactly when it got
-    ``n`` rows and none of them has a NULL code: one code per record = one bit per one-hot block.
-    """
-
-    def __init__(self, m: int) -> None:
-        self.rows = np.zeros(m, dtype=np.int64)
-        self.nulls = np.zeros(m, dtype=np.int64)
-
-    def add(self, batch: pa.RecordBatch, codes: np.ndarray, present: np.ndarray) -> None:
-        row_id = batch.column(0).to_numpy()
-        column = batch.column(1).to_numpy()
-        code = batch.column(2)
-        valid = code.is_valid().to_numpy(zero_copy_only=False)
-        self.rows += np.bincount(column, minlength=self.rows.shape[0])
-        self.nulls += np.bincount(column[~valid], minlength=self.nulls.shape[0])
-        codes[row_id[valid], column[valid]] = code.drop_null().to_numpy()
-        present[row_id] = True
-
-    def check(self, schema: Schema, n: int) -> None:
-        extra = self.rows - n
-        bad = np.flatnonzero((extra != 0) | (self.nulls != 0))
-        if bad.size == 0:
-            return
-        failures = [
-            {
-                "expectation": "one_code_per_column",
-                "column": schema.names[j],
-                "unexpected_count": str(int(abs(extra[j]) + self.nulls[j])),
-            }
-            for j in bad
-        ]
-        names = ", ".join(repr(f["column"]) for f in failures)
-        raise ValidationFailedError(
-            f"discretization did not give exactly one code per record for column(s) {names}; a value is outside "
-            "the schema or a mapping gives it two codes: validate the raw table first and check values and aliases",
-            failures,
-        )
+def _bits_of_records(codes: np.ndarray, counts: np.ndarray, d: int) -> sp.csc_array:
+    """The 0/1 matrix of the rows the distinct ``codes`` stand for (each repeated ``counts`` times)."""
+    rows, cols = np.nonzero(np.repeat(codes, counts, axis=0))
+    return _bits(rows, cols, int(counts.sum()), d)
 
 
 def _discretize_baskets(con: duckdb.DuckDBPyConnection, raw_table: str, schema: Schema, domain: Domain) -> Dataset:

@@ -253,3 +253,37 @@ def test_dataset_to_codes_restores_the_multiset(toy_data):
 def test_domain_rejects_invalid_descriptions(build, message):
     with pytest.raises(DomainError, match=re.escape(message)):
         build()
+
+
+# ---------------------------------------------------------------------- datasets from distinct records
+def test_from_distinct_is_from_codes_of_the_rows_the_records_stand_for():
+    domain = Domain.categorical({"a": 3, "b": 2, "c": 4})
+    rng = make_rng(11)
+    rows = np.column_stack([rng.integers(0, s, 2_000) for s in (3, 2, 4)])
+    reference = Dataset.from_codes(domain, rows)
+    shuffled = rng.permutation(reference.codes.shape[0])
+    # the records in another order, one of them split in two entries (a GROUP BY could give both)
+    codes = np.concatenate([reference.codes[shuffled], reference.codes[shuffled[:1]]]).astype(np.int64)
+    counts = np.concatenate([reference.counts[shuffled], [0]]).astype(np.int64)
+    counts[0] -= 1
+    counts[-1] = 1
+    built = Dataset.from_distinct(domain, codes, counts)
+    assert built.n == reference.n == 2_000
+    np.testing.assert_array_equal(built.codes, reference.codes)
+    assert built.codes.dtype == reference.codes.dtype
+    np.testing.assert_array_equal(built.counts, reference.counts)
+
+
+@pytest.mark.parametrize("counts", [np.array([1, 0]), np.array([1]), np.array([3, -1])])
+def test_from_distinct_refuses_counts_that_are_not_one_positive_number_per_record(counts):
+    domain = Domain.categorical({"a": 2, "b": 2})
+    with pytest.raises(DomainError, match="one positive number of rows per distinct record"):
+        Dataset.from_distinct(domain, np.array([[0, 1], [1, 1]]), counts)
+
+
+def test_from_distinct_refuses_an_empty_table_and_out_of_range_codes_like_from_codes():
+    domain = Domain.categorical({"a": 2, "b": 2})
+    with pytest.raises(DomainError, match="empty"):
+        Dataset.from_distinct(domain, np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64))
+    with pytest.raises(DomainError, match=r"column 'b' has a code outside 0\.\.1"):
+        Dataset.from_distinct(domain, np.array([[0, 2]]), np.array([5]))

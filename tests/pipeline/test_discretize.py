@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 import dqrelease.inputs.discretize as discretize_module
+from dq_engine import Dataset
 from dqrelease.errors import ValidationFailedError
 from dqrelease.inputs.columns import CategoricalColumn, NumericColumn
 from dqrelease.inputs.config import SourceConfig, load_config
@@ -116,7 +117,7 @@ def test_a_value_outside_the_schema_gets_no_code_and_is_named_without_the_value(
     assert "Moonlighting-Zebra" not in str(caught.value) + repr(caught.value.failures)
 
 
-def test_one_code_per_column_check_catches_a_mapping_with_two_codes_for_a_value(con, monkeypatch):
+def test_a_mapping_with_two_codes_for_a_value_is_refused_before_any_row_is_read(con, monkeypatch):
     original = discretize_module.categorical_codes
 
     def broken(schema):
@@ -127,11 +128,11 @@ def test_one_code_per_column_check_catches_a_mapping_with_two_codes_for_a_value(
         "colour": ["blue", "red", "blue"], "size": ["1"] * 3, "weight": ["1"] * 3,
         "flag": ["0"] * 3, "note": ["a"] * 3, "score": ["0"] * 3,
     })
-    with pytest.raises(ValidationFailedError, match="'colour'") as caught:
-        discretize(con, "raw", SCHEMA)
-    assert caught.value.failures == [
-        {"expectation": "one_code_per_column", "column": "colour", "unexpected_count": "2"}
-    ]
+    con.execute("create or replace view raw_unreadable as select colour, size, weight, flag, note, "
+                "error('the table was read') as score from raw")
+    with pytest.raises(ValidationFailedError, match=r"two codes in column\(s\) 'colour'.*fix the schema") as caught:
+        discretize(con, "raw_unreadable", SCHEMA)
+    assert caught.value.failures == [{"expectation": "one_code_per_column", "column": "colour"}]
 
 
 def test_overlapping_buckets_are_caught_too(con, monkeypatch):
@@ -145,7 +146,7 @@ def test_overlapping_buckets_are_caught_too(con, monkeypatch):
         "colour": ["red"] * 2, "size": ["1", "7"], "weight": ["1"] * 2,
         "flag": ["0"] * 2, "note": ["a"] * 2, "score": ["0"] * 2,
     })
-    with pytest.raises(ValidationFailedError, match="'size'"):
+    with pytest.raises(ValidationFailedError, match=r"two codes in column\(s\) 'size'"):
         discretize(con, "raw", SCHEMA)
 
 
@@ -165,6 +166,44 @@ def test_rows_deleted_from_the_raw_table_leave_no_empty_record(con):
     dataset = discretize(con, "raw", SCHEMA)
     assert dataset.n == 2
     assert _rows(dataset) == [(0, 0, 1, 0, 0, 0), (2, 0, 1, 0, 0, 0)]
+
+
+def test_the_dataset_does_not_depend_on_the_order_of_the_rows(con):
+    rng = np.random.default_rng(7)
+    columns = {
+        "colour": rng.choice(["red", "blue", "?"], 500).tolist(),
+        "size": rng.choice(["1", "7", "20", "3"], 500).tolist(),
+        "weight": ["1"] * 500, "flag": rng.choice(["0", "1"], 500).tolist(), "note": ["a"] * 500,
+        "score": ["0"] * 500,
+    }
+    _table(con, columns)
+    first = discretize(con, "raw", SCHEMA)
+    order = rng.permutation(500)
+    _table(con, {name: [values[i] for i in order] for name, values in columns.items()})
+    second = discretize(con, "raw", SCHEMA)
+    reference = Dataset.from_codes(first.domain, first.to_codes())
+    for dataset in (first, second):
+        assert dataset.n == 500
+        np.testing.assert_array_equal(dataset.codes, reference.codes)
+        np.testing.assert_array_equal(dataset.counts, reference.counts)
+
+
+def test_the_private_table_leaves_duckdb_as_distinct_records_only(con, monkeypatch):
+    """200,000 rows of 3 distinct records: what is fetched from DuckDB has 3 rows (the GROUP BY ran in DuckDB)."""
+    seen = []
+    original = discretize_module.Dataset.from_distinct
+
+    def spy(domain, codes, counts):
+        seen.append(codes.shape[0])
+        return original(domain, codes, counts)
+
+    monkeypatch.setattr(discretize_module.Dataset, "from_distinct", staticmethod(spy))
+    _table(con, {"colour": ["red", "blue", "?", "red"] * 50_000, "size": ["1", "20", "3", "1"] * 50_000,
+                 "weight": ["1"] * 200_000, "flag": ["0", "1", "0", "0"] * 50_000, "note": ["a"] * 200_000,
+                 "score": ["0"] * 200_000})
+    dataset = discretize(con, "raw", SCHEMA)
+    assert seen == [3]
+    assert dataset.n == 200_000 and sorted(dataset.counts.tolist()) == [50_000, 50_000, 100_000]
 
 
 # ---------------------------------------------------------------------- all-binary schemas
