@@ -1,12 +1,18 @@
-"""Validate DuckDB tables with the schema suites through Great Expectations' pandas datasource.
+"""Validate DuckDB tables with the schema suites through Great Expectations' pandas datasource, on distinct values.
 
 Why pandas: GX's SQL datasource does not work on DuckDB (rows are lost when its connection closes,
-great_expectations issue #11579). The table is therefore streamed out of DuckDB as Arrow batches of at most
-:data:`CELLS_PER_CHUNK` cells, each batch is validated as one pandas frame by :mod:`expectations.engine` (in the
-side process when one runs, :mod:`dqrelease.runtime.side_process`) and the unexpected counts are summed, so memory
-stays bounded for any table size. The synthetic table is validated the same way while it is written, a chunk of
-decoded rows at a time (:class:`SyntheticValidation`), so it is never held whole. The counts, the failures and their
-order (the suite's) do not depend on how the table is cut into chunks. This module does not import GX.
+great_expectations issue #11579). Why distinct values: what GX costs grows with the rows of the frame it checks,
+and a table's columns have far fewer distinct values than rows. So DuckDB collapses the table
+(:func:`_collapsed`, the one collapsing of raw and published tables) into the validation frames of
+:mod:`expectations.frame`: the *column frame*, each column's distinct values (as text, NULL one of them) with the
+number of rows of each, and for each public rule a *rule frame*, the distinct combinations of the rule's columns
+with their number of rows. GX checks them (:mod:`expectations.engine`, in the side process when one runs,
+:mod:`dqrelease.runtime.side_process`), the rows of the unexpected values are summed, and so the counts are those of
+the table's rows. Long lists of distinct values (a numeric column with millions) are cut into chunks of at most
+:data:`CELLS_PER_CHUNK` cells, so memory stays bounded for any table size. The synthetic table is validated the same
+way while it is written, a chunk of decoded rows at a time (:class:`SyntheticValidation`), so it is never held
+whole. The counts, the failures and their order (the suite's) do not depend on how the table is cut into chunks.
+This module does not import GX.
 
 Invariants:
 
@@ -23,13 +29,24 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import Literal
+from typing import Any, Literal
 
 import duckdb
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from dqrelease.errors import ValidationFailedError
-from dqrelease.expectations.engine import COLUMN_SET, Outcome, SuiteShape, SuiteSpec, check_chunk, suite_shape
+from dqrelease.expectations.engine import (
+    COLUMN_SET,
+    Collapsed,
+    Outcome,
+    SuiteShape,
+    SuiteSpec,
+    check_chunk,
+    suite_shape,
+)
+from dqrelease.expectations.frame import ROWS_COLUMN
 from dqrelease.inputs.ingest import is_basket_table
 from dqrelease.inputs.schema import Schema
 from dqrelease.runtime import side_process
@@ -38,11 +55,11 @@ from dqrelease.warehouse import connect, stream_batches, table_columns
 __all__ = ["CELLS_PER_CHUNK", "SyntheticValidation", "validate_synthetic", "validate_table"]
 
 CELLS_PER_CHUNK = 16_000_000
-"""Upper bound on rows x columns of one validated pandas chunk (Arrow-backed strings: about 200 MB)."""
+"""Upper bound on rows x columns of one validated pandas chunk (distinct values, or combinations of a rule's)."""
 
 MIN_ROWS_PER_CHUNK = 1024
 
-_ROW_COUNT = "expect_table_row_count_to_equal"
+_ROW_COUNT = "expect_table_row_count_to_equal"  # a broken rule's failure record (no count), as it always was
 _SYNTHETIC = "synthetic table"
 _MESSAGE_FAILURES = 6
 
@@ -110,8 +127,8 @@ def validate_synthetic(
 class SyntheticValidation:
     """:func:`validate_synthetic` on a table that is being written: each decoded chunk is checked as it goes by.
 
-    Each chunk (a pandas frame of the published columns) is read as text through DuckDB, as
-    :func:`validate_synthetic` reads a table, and sent to the side process in batches of at most
+    Each chunk (a pandas frame of the published columns) is collapsed to distinct values through DuckDB, as
+    :func:`validate_synthetic` collapses a table, and sent to the side process in frames of at most
     :data:`CELLS_PER_CHUNK` cells, at most :data:`~dqrelease.runtime.side_process.IN_FLIGHT` of them at a time
     (so memory stays bounded); :meth:`finish` waits for the last ones and raises the failures of the whole table,
     the same failures and message as :func:`validate_synthetic` on the whole table, however it was cut.
@@ -147,12 +164,8 @@ class SyntheticValidation:
             con.register("synthetic_chunk", frame)  # read through a view on the frame: no copy into DuckDB
             if self._columns is None:
                 self._columns = [name for name, _ in table_columns(con, "synthetic_chunk")]
-            numbers, rows = _chunking(self._shape, self._columns)
-            batches = stream_batches(con, "validation_frame", params={"table": "synthetic_chunk"}, batch_size=rows)
-            for batch in batches:
-                self._pending.append(side_process.begin(
-                    check_chunk, batch, spec=self._spec, columns=self._columns, numbers=numbers
-                ))
+            for chunk in _collapsed(con, "synthetic_chunk", self._shape, self._columns):
+                self._pending.append(side_process.begin(check_chunk, chunk, spec=self._spec))
                 while len(self._pending) > side_process.IN_FLIGHT:
                     self._tally.add(self._pending.popleft().result())
 
@@ -165,9 +178,8 @@ class SyntheticValidation:
         while self._pending:
             self._tally.add(self._pending.popleft().result())
         if self._tally.chunks == 0:  # nothing was sent: the suite on an empty table of the schema's columns
-            columns = list(self._spec.schema.names)
-            numbers, _ = _chunking(self._shape, columns)
-            self._tally.add(side_process.call(check_chunk, None, spec=self._spec, columns=columns, numbers=numbers))
+            empty = _empty(self._shape, list(self._spec.schema.names))
+            self._tally.add(side_process.call(check_chunk, empty, spec=self._spec))
         self._tally.result()
 
     def abandon(self) -> None:
@@ -184,11 +196,94 @@ def _published_spec(
                      single_value_numbers=single_value_numbers)
 
 
-# ---------------------------------------------------------------------- streaming
+# ---------------------------------------------------------------------- collapsing
 def _chunking(shape: SuiteShape, columns: list[str]) -> tuple[list[str], int]:
-    """The derived number columns a table with ``columns`` needs, and the rows of one validated chunk."""
+    """The derived number columns a table with ``columns`` needs, and the rows of one column frame."""
     numbers = [name for name in shape.numbers if name in columns]
-    return numbers, max(MIN_ROWS_PER_CHUNK, CELLS_PER_CHUNK // (len(columns) + len(numbers)))
+    return numbers, _rows_per_chunk(len(columns) + len(numbers))
+
+
+def _rows_per_chunk(width: int) -> int:
+    return max(MIN_ROWS_PER_CHUNK, CELLS_PER_CHUNK // width)
+
+
+def _collapsed(
+    con: duckdb.DuckDBPyConnection, table: str, shape: SuiteShape, columns: list[str]
+) -> Iterator[Collapsed]:
+    """``table`` collapsed to distinct values: its column frames, then the rule frames of each set of rule columns.
+
+    Each frame has at most :data:`CELLS_PER_CHUNK` cells (or :data:`MIN_ROWS_PER_CHUNK` rows); DuckDB computes the
+    distinct values (``GROUP BY``), so what reaches pandas and GX grows with them, not with the rows.
+    """
+    numbers, rows = _chunking(shape, columns)
+    values = stream_batches(con, "validation_values", params={"table": table, "rows": rows}, batch_size=rows)
+    yield from _column_frames(values, columns, numbers)
+    sharing: dict[tuple[str, ...], list[str]] = {}  # rules on the same columns share their rule frames
+    for rule, names in zip(shape.rules, shape.rule_columns, strict=True):
+        sharing.setdefault(names, []).append(rule)
+    for names, rules in sharing.items():
+        present = [name for name in shape.numbers if name in names and name in columns]
+        size = _rows_per_chunk(len(names) + len(present) + 1)
+        params = {"table": table, "columns": list(names)}
+        for part in _full(stream_batches(con, "validation_combinations", params=params, batch_size=size), size):
+            frame = part.rename_columns([*part.schema.names[:-1], ROWS_COLUMN]).to_pandas()
+            yield Collapsed(values=frame, rules=tuple(rules), numbers=tuple(present))
+
+
+def _full(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.Table]:
+    """``batches`` regrouped into tables of ``size`` rows (the last one shorter): DuckDB's batches may be small."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        held.append(batch)
+        count += batch.num_rows
+        while count >= size:
+            table = pa.Table.from_batches(held)
+            yield table.slice(0, size)
+            held, count = table.slice(size).to_batches(), count - size
+    if count:
+        yield pa.Table.from_batches(held)
+
+
+def _column_frames(batches: Iterable[pa.RecordBatch], columns: list[str], numbers: list[str]) -> Iterator[Collapsed]:
+    """Column frames from the long rows of ``validation_values`` (ordered by chunk): one frame per chunk."""
+    first: dict[str, Any] = {}  # each column's first value (chunk 0, slot 0): the padding of its shorter slices
+    held: list[pd.DataFrame] = []
+    for batch in batches:
+        for chunk, piece in batch.to_pandas().groupby("chunk", sort=True):
+            if held and held[0]["chunk"].iat[0] != chunk:
+                yield _column_frame(pd.concat(held), columns, numbers, first)
+                held = []
+            held.append(piece)
+    if held:
+        yield _column_frame(pd.concat(held), columns, numbers, first)
+
+
+def _column_frame(long: pd.DataFrame, columns: list[str], numbers: list[str], first: dict[str, Any]) -> Collapsed:
+    """One column frame: slot ``i`` of every column side by side; slots a column lacks repeat its first value."""
+    length = int(long["slot"].max()) + 1
+    by_column = dict(iter(long.groupby("column_name", sort=False)))
+    values: dict[str, np.ndarray] = {}
+    rows: dict[str, np.ndarray] = {}
+    for name in columns:
+        mine = by_column.get(name)
+        if name not in first:  # the first chunk holds slot 0 of every column (NULL is a value)
+            first[name] = mine["value"].to_numpy()[mine["slot"].to_numpy() == 0][0]
+        values[name] = np.full(length, first[name], dtype=object)
+        rows[name] = np.zeros(length, dtype=np.int64)
+        if mine is not None:
+            slots = mine["slot"].to_numpy()
+            values[name][slots] = mine["value"].to_numpy()
+            rows[name][slots] = mine["rows"].to_numpy()
+    return Collapsed(values=pd.DataFrame(values), rows=pd.DataFrame(rows), numbers=tuple(numbers))
+
+
+def _empty(shape: SuiteShape, columns: list[str]) -> Collapsed:
+    """The column frame of an empty table with ``columns``."""
+    numbers, _ = _chunking(shape, columns)
+    return Collapsed(values=pd.DataFrame({name: pd.Series([], dtype=object) for name in columns}),
+                     rows=pd.DataFrame({name: pd.Series([], dtype="int64") for name in columns}),
+                     numbers=tuple(numbers))
 
 
 def _validate(
@@ -206,13 +301,11 @@ def _validate(
     """
     columns = [name for name, _ in table_columns(con, table)]
     shape = side_process.call(suite_shape, spec)
-    numbers, rows_per_chunk = _chunking(shape, columns)
     tally = _Tally(shape, label=label, failing_rules=failing_rules or set(), public=public)
-    batches = stream_batches(con, "validation_frame", params={"table": table}, batch_size=rows_per_chunk)
-    for outcomes in side_process.call_each(check_chunk, batches, spec=spec, columns=columns, numbers=numbers):
+    for outcomes in side_process.call_each(check_chunk, _collapsed(con, table, shape, columns), spec=spec):
         tally.add(outcomes)
     if tally.chunks == 0:
-        tally.add(side_process.call(check_chunk, None, spec=spec, columns=columns, numbers=numbers))
+        tally.add(side_process.call(check_chunk, _empty(shape, columns), spec=spec))
     return tally.result()
 
 
@@ -225,19 +318,20 @@ class _Tally:
 
     def __init__(self, shape: SuiteShape, *, label: str, failing_rules: set[str], public: bool) -> None:
         self.label, self.failing_rules, self.public = label, failing_rules, public
-        self.chunks = 0
+        self.chunks = 0  # column frames counted
         self.failed: dict[tuple[str, str], int] = {}
         self.broken = dict.fromkeys(shape.rules, 0)
         self.order: dict[tuple[str, str], int] = {}
 
     def add(self, outcomes: list[Outcome]) -> None:
-        """Count one chunk's outcomes (the first chunk's column check raises at once)."""
-        if self.chunks == 0:
-            _raise_on_column_mismatch(outcomes, self.label)
-            for position, outcome in enumerate(outcomes):
-                self.order.setdefault((outcome.expectation, outcome.column), position)
+        """Count one frame's outcomes (the first column frame's column check raises at once)."""
+        if any(outcome.rule is None for outcome in outcomes):  # a column frame (a rule frame has its rules' only)
+            if self.chunks == 0:
+                _raise_on_column_mismatch(outcomes, self.label)
+                for position, outcome in enumerate(outcomes):
+                    self.order.setdefault((outcome.expectation, outcome.column), position)
+            self.chunks += 1
         _count(outcomes, self.failed, self.broken)
-        self.chunks += 1
 
     def result(self) -> dict[str, int]:
         """The rows breaking each rule; raise on failed expectations and broken failing rules."""
