@@ -1,14 +1,14 @@
-"""Run a schema suite on one collapsed chunk of a table through Great Expectations.
+"""Run a schema suite on one collapsed frame of a table through Great Expectations.
 
-:mod:`expectations.validate` collapses a table in DuckDB to its distinct values with their numbers of rows
-(:class:`Collapsed`, the validation frames of :mod:`expectations.frame`) and sends each chunk here, in this process
-or in the side process (:mod:`dqrelease.runtime.side_process`). A column frame is checked with the suite's column
-and table expectations: a column expectation's unexpected count is the sum of the rows of the values at the
-positions GX lists as unexpected (``unexpected_index_list``). A rule frame is checked with its rule's expectation,
-whose observed value (the sum of :data:`~expectations.frame.ROWS_COLUMN` under the rule's condition) is the number
-of rows breaking the rule. What comes back is plain data (:class:`Outcome`), never a GX object, so the caller needs
-no GX import and nothing but the three public things of a result (the expectation, the schema column and a count)
-crosses the process boundary.
+:mod:`expectations.validate` collapses a table in DuckDB to distinct values with their numbers of rows
+(:class:`Collapsed`, the validation frames of :mod:`expectations.frame`) and sends each frame here, in this process
+or in the side process (:mod:`dqrelease.runtime.side_process`). Each frame is checked with its part of the suite: a
+table frame with the table expectations (column set, row count), a column frame with its column's expectations, a
+rule frame with its rules'. A column expectation's unexpected count is the sum of
+:data:`~expectations.frame.ROWS_COLUMN` at the positions GX lists as unexpected (``unexpected_index_list``); a rule
+expectation's observed value (that sum under the rule's condition) is the number of rows breaking the rule. What
+comes back is plain data (:class:`Outcome`), never a GX object, so the caller needs no GX import and nothing but the
+three public things of a result (the expectation, the schema column and a count) crosses the process boundary.
 
 Invariants:
 
@@ -16,7 +16,7 @@ Invariants:
 * Results are requested complete (row positions) but with ``partial_unexpected_count = 0``; only counts are read
   from them: no value of the table is in an :class:`Outcome`.
 * Suites are built here from a :class:`SuiteSpec` (public schema and suite kind), once per process and spec, and
-  split once into the column part and one part per rule.
+  split once per part.
 * Importing this module does not import GX (the first call does): the caller's process uses its types and names
   its functions without paying GX's import when the side process does the work.
 """
@@ -75,29 +75,30 @@ class SuiteShape:
         numbers: Numeric columns whose derived ``"<name> (as number)"`` column some expectation reads.
         rules: The public rules the suite counts broken rows of, in the suite's order.
         rule_columns: For each rule (same order): the schema columns it names (its rule frame's columns).
+        order: ``(expectation, column)`` of every expectation, in the suite's order (that of the failures).
     """
 
     numbers: tuple[str, ...]
     rules: tuple[str, ...]
     rule_columns: tuple[tuple[str, ...], ...] = ()
+    order: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
 class Collapsed:
-    """One chunk of a table collapsed to distinct values (a validation frame of :mod:`expectations.frame`).
+    """One frame of a table collapsed to distinct values (:mod:`expectations.frame`), and what checks it.
 
     Attributes:
-        values: Text columns. Column frame (``rule`` None): each column holds a slice of that column's own list of
-            distinct values (NULL is one), padded with the list's first value; rule frame: distinct combinations
-            of the rule's columns, and their numbers of rows in :data:`~expectations.frame.ROWS_COLUMN`.
-        rows: Column frame only: per column of ``values``, the number of the table's rows that have each value
-            (0 on padding).
-        rules: The rules (all on the same columns) whose rule frame this is; empty for the column frame.
+        values: Text columns. Table frame: every column of the table, one row of NULLs (none when the table is
+            empty). Column frame: distinct values of ``column``; rule frame: distinct combinations of the rules'
+            columns; both with their numbers of rows in :data:`~expectations.frame.ROWS_COLUMN`.
+        column: A column frame's column (its expectations check it), or None.
+        rules: A rule frame's rules (all on the same columns), or empty.
         numbers: The numeric columns of ``values`` to add a derived ``DOUBLE`` column for.
     """
 
     values: pd.DataFrame
-    rows: pd.DataFrame | None = None
+    column: str | None = None
     rules: tuple[str, ...] = ()
     numbers: tuple[str, ...] = ()
 
@@ -135,7 +136,7 @@ def warm_up() -> None:
 
 
 def suite_shape(spec: SuiteSpec) -> SuiteShape:
-    """The derived number columns and the rules of the spec's suite."""
+    """The derived number columns, the rules and the order of the spec's suite."""
     suite = _suite(spec)
     numbers: list[str] = []
     rules: list[str] = []
@@ -147,22 +148,22 @@ def suite_shape(spec: SuiteSpec) -> SuiteShape:
         if "rule" in meta:
             rules.append(meta["rule"])
             rule_columns.append(tuple(meta["columns"]))
-    return SuiteShape(numbers=tuple(dict.fromkeys(numbers)), rules=tuple(rules), rule_columns=tuple(rule_columns))
+    order = tuple(_key(expectation.configuration) for expectation in suite.expectations)
+    return SuiteShape(numbers=tuple(dict.fromkeys(numbers)), rules=tuple(rules), rule_columns=tuple(rule_columns),
+                      order=order)
 
 
 def check_chunk(chunk: Collapsed, *, spec: SuiteSpec) -> list[Outcome]:
-    """Validate one collapsed chunk of a table.
-
-    A column frame is checked with the suite's column and table expectations, a rule frame with its rules' ones.
-    """
-    from dqrelease.expectations.frame import number_column
+    """Validate one collapsed frame of a table with its part of the spec's suite (see :class:`Collapsed`)."""
+    from dqrelease.expectations.frame import ROWS_COLUMN, number_column
 
     frame = chunk.values.copy()
     for name in chunk.numbers:  # NaN where the value is not a number
         frame[number_column(name)] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
     batch = _batch_definition().get_batch(batch_parameters={"dataframe": frame})
-    results = batch.validate(_suite_part(spec, chunk.rules), result_format=_RESULT_FORMAT).results
-    return [_outcome(result, chunk.rows) for result in results]
+    results = batch.validate(_suite_part(spec, chunk.column, chunk.rules), result_format=_RESULT_FORMAT).results
+    rows = frame[ROWS_COLUMN].to_numpy() if ROWS_COLUMN in frame else None
+    return [_outcome(result, rows) for result in results]
 
 
 # ---------------------------------------------------------------------- GX
@@ -195,37 +196,44 @@ def _suite(spec: SuiteSpec) -> gx.ExpectationSuite:
     return _SUITES[key]
 
 
-def _suite_part(spec: SuiteSpec, rules: tuple[str, ...]) -> gx.ExpectationSuite:
-    """A part of the spec's suite, built once per process, spec and part.
-
-    The column frame's part (``rules`` empty: all but the rule expectations) or the expectations of ``rules``.
-    """
+def _suite_part(spec: SuiteSpec, column: str | None, rules: tuple[str, ...]) -> gx.ExpectationSuite:
+    """The expectations of one frame's kind (see :class:`Collapsed`), in the suite's order; built once each."""
     import great_expectations as gx
 
-    key = f"{spec.key()}|part|{list(rules)}"
+    key = f"{spec.key()}|part|{column!r}|{list(rules)}"
     if key not in _SUITES:
         suite = _suite(spec)
-        chosen = [e for e in suite.expectations if (e.meta or {}).get("rule") in (rules or (None,))]
-        _SUITES[key] = gx.ExpectationSuite(name=f"{suite.name}-{'rules' if rules else 'columns'}", expectations=chosen)
+        if rules:
+            chosen = [e for e in suite.expectations if (e.meta or {}).get("rule") in rules]
+        else:
+            wanted = column if column is not None else "(table)"
+            chosen = [e for e in suite.expectations
+                      if "rule" not in (e.meta or {}) and _key(e.configuration)[1] == wanted]
+        _SUITES[key] = gx.ExpectationSuite(name=f"{suite.name}-part", expectations=chosen)
     return _SUITES[key]
 
 
-def _outcome(result: Any, rows: pd.DataFrame | None) -> Outcome:
-    """The result reduced to counts; a column expectation's rows are summed over its unexpected positions."""
+def _key(config: Any) -> tuple[str, str]:
+    """``(expectation, schema column)`` of an expectation's configuration (``"(table)"``: table-level)."""
+    meta = config.meta or {}
+    return config.type, str(meta.get("schema_column") or config.kwargs.get("column") or "(table)")
+
+
+def _outcome(result: Any, rows: Any) -> Outcome:
+    """The result reduced to counts; a column expectation's ``rows`` are summed over its unexpected positions."""
     config = result.expectation_config
     meta = config.meta or {}
     details = result.result or {}
     mismatched = (details.get("details") or {}).get("mismatched") or {} if config.type == COLUMN_SET else {}
-    success, unexpected = bool(result.success), int(details.get("unexpected_count") or 0)
+    unexpected = int(details.get("unexpected_count") or 0)
     if rows is not None and "unexpected_index_list" in details:  # positions of distinct values: count their rows
-        positions = list(details["unexpected_index_list"] or [])
-        unexpected = int(rows[meta["schema_column"]].to_numpy()[positions].sum())
-        success = unexpected == 0  # padding repeats a value that is counted where it really is
+        unexpected = int(rows[list(details["unexpected_index_list"] or [])].sum())
+    expectation, column = _key(config)
     return Outcome(
-        expectation=config.type,
-        column=str(meta.get("schema_column") or config.kwargs.get("column") or "(table)"),
+        expectation=expectation,
+        column=column,
         rule=meta.get("rule"),
-        success=success,
+        success=bool(result.success),
         unexpected_count=unexpected,
         observed_value=int(details.get("observed_value") or 0) if meta.get("rule") is not None else 0,
         raised=_raised(result.exception_info),

@@ -6,10 +6,12 @@ the text is not a number): Great Expectations compares numbers only on numeric c
 (:mod:`dqrelease.expectations.suite`, :mod:`dqrelease.expectations.rules`) name the derived columns and the engine
 (:mod:`dqrelease.expectations.engine`) adds them, both through :func:`number_column`.
 
-The table reaches Great Expectations collapsed (:mod:`dqrelease.expectations.validate`): the *column frame* holds in
-each column that column's distinct values (each column its own list; the number of rows of each value is kept
-beside the frame), a *rule frame* the distinct combinations of one rule's columns with their number of rows in the
-column :data:`ROWS_COLUMN`. Both derived names are reserved: a schema column may not carry them.
+The table reaches Great Expectations collapsed (:mod:`dqrelease.expectations.validate`) into three kinds of frames:
+the *table frame* (every column, one row of NULLs, or none for an empty table: what the column-set and row-count
+expectations look at), a *column frame* per column (its distinct values) and a *rule frame* per set of rule columns
+(their distinct combinations). Column and rule frames carry, in the column :data:`ROWS_COLUMN`, the number of the
+table's rows that have each value or combination. Both derived names are reserved: a schema column may not carry
+them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ NUMBER_SUFFIX = " (as number)"
 """Suffix of the derived numeric column of a range-checked numeric column."""
 
 ROWS_COLUMN = "(rows)"
-"""Column of a rule frame: the number of the table's rows that have the row's combination of values."""
+"""Column of a column or rule frame: the number of the table's rows that have the frame row's values."""
 
 
 def number_column(name: str) -> str:

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import Any, Literal
+from typing import Literal
 
 import duckdb
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -50,7 +49,7 @@ from dqrelease.expectations.frame import ROWS_COLUMN
 from dqrelease.inputs.ingest import is_basket_table
 from dqrelease.inputs.schema import Schema
 from dqrelease.runtime import side_process
-from dqrelease.warehouse import connect, stream_batches, table_columns
+from dqrelease.warehouse import connect, row_count, stream_batches, table_columns
 
 __all__ = ["CELLS_PER_CHUNK", "SyntheticValidation", "validate_synthetic", "validate_table"]
 
@@ -177,8 +176,8 @@ class SyntheticValidation:
         """
         while self._pending:
             self._tally.add(self._pending.popleft().result())
-        if self._tally.chunks == 0:  # nothing was sent: the suite on an empty table of the schema's columns
-            empty = _empty(self._shape, list(self._spec.schema.names))
+        if self._tally.tables == 0:  # no row was sent: the suite on an empty table of the schema's columns
+            empty = _table_frame(self._shape, list(self._spec.schema.names), rows=0)
             self._tally.add(side_process.call(check_chunk, empty, spec=self._spec))
         self._tally.result()
 
@@ -197,93 +196,57 @@ def _published_spec(
 
 
 # ---------------------------------------------------------------------- collapsing
-def _chunking(shape: SuiteShape, columns: list[str]) -> tuple[list[str], int]:
-    """The derived number columns a table with ``columns`` needs, and the rows of one column frame."""
-    numbers = [name for name in shape.numbers if name in columns]
-    return numbers, _rows_per_chunk(len(columns) + len(numbers))
-
-
-def _rows_per_chunk(width: int) -> int:
-    return max(MIN_ROWS_PER_CHUNK, CELLS_PER_CHUNK // width)
-
-
 def _collapsed(
     con: duckdb.DuckDBPyConnection, table: str, shape: SuiteShape, columns: list[str]
 ) -> Iterator[Collapsed]:
-    """``table`` collapsed to distinct values: its column frames, then the rule frames of each set of rule columns.
+    """``table`` collapsed to distinct values: its table frame, each column's frames, each rule columns' frames.
 
-    Each frame has at most :data:`CELLS_PER_CHUNK` cells (or :data:`MIN_ROWS_PER_CHUNK` rows); DuckDB computes the
-    distinct values (``GROUP BY``), so what reaches pandas and GX grows with them, not with the rows.
+    Nothing for an empty table (:func:`_table_frame` then checks it). DuckDB computes the distinct values
+    (``GROUP BY``), so what reaches pandas and GX grows with them, not with the rows; each frame has at most
+    :data:`CELLS_PER_CHUNK` cells (or :data:`MIN_ROWS_PER_CHUNK` rows). Rules on the same columns share frames.
     """
-    numbers, rows = _chunking(shape, columns)
-    values = stream_batches(con, "validation_values", params={"table": table, "rows": rows}, batch_size=rows)
-    yield from _column_frames(values, columns, numbers)
-    sharing: dict[tuple[str, ...], list[str]] = {}  # rules on the same columns share their rule frames
+    if row_count(con, table) == 0:
+        return
+    yield _table_frame(shape, columns, rows=1)
+    for name in columns:
+        numbers = (name,) if name in shape.numbers else ()
+        for values in _combinations(con, table, (name,), width=1 + len(numbers)):
+            yield Collapsed(values=values, column=name, numbers=numbers)
+    sharing: dict[tuple[str, ...], list[str]] = {}
     for rule, names in zip(shape.rules, shape.rule_columns, strict=True):
         sharing.setdefault(names, []).append(rule)
     for names, rules in sharing.items():
-        present = [name for name in shape.numbers if name in names and name in columns]
-        size = _rows_per_chunk(len(names) + len(present) + 1)
-        params = {"table": table, "columns": list(names)}
-        for part in _full(stream_batches(con, "validation_combinations", params=params, batch_size=size), size):
-            frame = part.rename_columns([*part.schema.names[:-1], ROWS_COLUMN]).to_pandas()
-            yield Collapsed(values=frame, rules=tuple(rules), numbers=tuple(present))
+        numbers = tuple(name for name in shape.numbers if name in names and name in columns)
+        for values in _combinations(con, table, names, width=len(names) + len(numbers)):
+            yield Collapsed(values=values, rules=tuple(rules), numbers=numbers)
 
 
-def _full(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.Table]:
-    """``batches`` regrouped into tables of ``size`` rows (the last one shorter): DuckDB's batches may be small."""
-    held: list[pa.RecordBatch] = []
+def _combinations(
+    con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, ...], *, width: int
+) -> Iterator[pd.DataFrame]:
+    """The distinct combinations of the columns ``names`` with their rows, in frames of at most the cells bound.
+
+    ``width``: the frame's columns besides :data:`ROWS_COLUMN` once the derived number columns are added.
+    """
+    size = max(MIN_ROWS_PER_CHUNK, CELLS_PER_CHUNK // (width + 1))
+    params = {"table": table, "columns": list(names)}
+    held: list[pa.RecordBatch] = []  # DuckDB's batches may be small: regrouped into frames of ``size`` rows
     count = 0
-    for batch in batches:
-        held.append(batch)
+    for batch in stream_batches(con, "validation_combinations", params=params, batch_size=size):
+        held.append(batch.rename_columns([*batch.schema.names[:-1], ROWS_COLUMN]))
         count += batch.num_rows
         while count >= size:
-            table = pa.Table.from_batches(held)
-            yield table.slice(0, size)
-            held, count = table.slice(size).to_batches(), count - size
+            joined = pa.Table.from_batches(held)
+            yield joined.slice(0, size).to_pandas()
+            held, count = joined.slice(size).to_batches(), count - size
     if count:
-        yield pa.Table.from_batches(held)
+        yield pa.Table.from_batches(held).to_pandas()
 
 
-def _column_frames(batches: Iterable[pa.RecordBatch], columns: list[str], numbers: list[str]) -> Iterator[Collapsed]:
-    """Column frames from the long rows of ``validation_values`` (ordered by chunk): one frame per chunk."""
-    first: dict[str, Any] = {}  # each column's first value (chunk 0, slot 0): the padding of its shorter slices
-    held: list[pd.DataFrame] = []
-    for batch in batches:
-        for chunk, piece in batch.to_pandas().groupby("chunk", sort=True):
-            if held and held[0]["chunk"].iat[0] != chunk:
-                yield _column_frame(pd.concat(held), columns, numbers, first)
-                held = []
-            held.append(piece)
-    if held:
-        yield _column_frame(pd.concat(held), columns, numbers, first)
-
-
-def _column_frame(long: pd.DataFrame, columns: list[str], numbers: list[str], first: dict[str, Any]) -> Collapsed:
-    """One column frame: slot ``i`` of every column side by side; slots a column lacks repeat its first value."""
-    length = int(long["slot"].max()) + 1
-    by_column = dict(iter(long.groupby("column_name", sort=False)))
-    values: dict[str, np.ndarray] = {}
-    rows: dict[str, np.ndarray] = {}
-    for name in columns:
-        mine = by_column.get(name)
-        if name not in first:  # the first chunk holds slot 0 of every column (NULL is a value)
-            first[name] = mine["value"].to_numpy()[mine["slot"].to_numpy() == 0][0]
-        values[name] = np.full(length, first[name], dtype=object)
-        rows[name] = np.zeros(length, dtype=np.int64)
-        if mine is not None:
-            slots = mine["slot"].to_numpy()
-            values[name][slots] = mine["value"].to_numpy()
-            rows[name][slots] = mine["rows"].to_numpy()
-    return Collapsed(values=pd.DataFrame(values), rows=pd.DataFrame(rows), numbers=tuple(numbers))
-
-
-def _empty(shape: SuiteShape, columns: list[str]) -> Collapsed:
-    """The column frame of an empty table with ``columns``."""
-    numbers, _ = _chunking(shape, columns)
-    return Collapsed(values=pd.DataFrame({name: pd.Series([], dtype=object) for name in columns}),
-                     rows=pd.DataFrame({name: pd.Series([], dtype="int64") for name in columns}),
-                     numbers=tuple(numbers))
+def _table_frame(shape: SuiteShape, columns: list[str], *, rows: int) -> Collapsed:
+    """The table frame: every column, ``rows`` (0 or 1) rows of NULLs: what the table expectations look at."""
+    frame = pd.DataFrame({name: pd.Series([None] * rows, dtype=object) for name in columns})
+    return Collapsed(values=frame, numbers=tuple(name for name in shape.numbers if name in columns))
 
 
 def _validate(
@@ -304,33 +267,30 @@ def _validate(
     tally = _Tally(shape, label=label, failing_rules=failing_rules or set(), public=public)
     for outcomes in side_process.call_each(check_chunk, _collapsed(con, table, shape, columns), spec=spec):
         tally.add(outcomes)
-    if tally.chunks == 0:
-        tally.add(side_process.call(check_chunk, _empty(shape, columns), spec=spec))
+    if tally.tables == 0:  # an empty table
+        tally.add(side_process.call(check_chunk, _table_frame(shape, columns, rows=0), spec=spec))
     return tally.result()
 
 
 class _Tally:
-    """A suite's outcomes summed over the chunks of one table, and the table's verdict.
+    """A suite's outcomes summed over the frames of one table, and the table's verdict.
 
-    Failures are listed in the suite's order (the order of the first chunk's outcomes), so the message does not
-    depend on which chunk failed first.
+    Failures are listed in the suite's order, so the message does not depend on which frame failed first.
     """
 
     def __init__(self, shape: SuiteShape, *, label: str, failing_rules: set[str], public: bool) -> None:
         self.label, self.failing_rules, self.public = label, failing_rules, public
-        self.chunks = 0  # column frames counted
+        self.tables = 0  # table frames counted (one per non-empty chunk of rows)
         self.failed: dict[tuple[str, str], int] = {}
         self.broken = dict.fromkeys(shape.rules, 0)
-        self.order: dict[tuple[str, str], int] = {}
+        self.order = {key: position for position, key in reversed(list(enumerate(shape.order)))}
 
     def add(self, outcomes: list[Outcome]) -> None:
-        """Count one frame's outcomes (the first column frame's column check raises at once)."""
-        if any(outcome.rule is None for outcome in outcomes):  # a column frame (a rule frame has its rules' only)
-            if self.chunks == 0:
+        """Count one frame's outcomes (the first table frame's column check raises at once)."""
+        if any(outcome.expectation == COLUMN_SET for outcome in outcomes):  # a table frame
+            if self.tables == 0:
                 _raise_on_column_mismatch(outcomes, self.label)
-                for position, outcome in enumerate(outcomes):
-                    self.order.setdefault((outcome.expectation, outcome.column), position)
-            self.chunks += 1
+            self.tables += 1
         _count(outcomes, self.failed, self.broken)
 
     def result(self) -> dict[str, int]:

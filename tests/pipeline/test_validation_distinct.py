@@ -66,13 +66,13 @@ def _rule_counts(rows: pd.DataFrame) -> dict[str, int]:
 
 
 @pytest.fixture
-def seen(monkeypatch) -> list[tuple[tuple[str, ...], int]]:
-    """``(rules, rows)`` of every frame sent to the engine (rules empty: a column frame)."""
-    frames: list[tuple[tuple[str, ...], int]] = []
+def seen(monkeypatch) -> list[tuple[str | None, tuple[str, ...], int]]:
+    """``(column, rules, rows)`` of every frame sent to the engine (neither column nor rules: the table frame)."""
+    frames: list[tuple[str | None, tuple[str, ...], int]] = []
     check = validate_module.check_chunk
 
     def spy(chunk, **kwargs):
-        frames.append((chunk.rules, len(chunk.values)))
+        frames.append((chunk.column, chunk.rules, len(chunk.values)))
         return check(chunk, **kwargs)
 
     monkeypatch.setattr(validate_module, "check_chunk", spy)
@@ -87,18 +87,18 @@ def _failures(con, schema: Schema) -> list[dict[str, str]]:
 
 def test_counts_over_many_collapsed_chunks_are_the_rows_counts(monkeypatch, seen):
     rows = _rows(1500, seed=11)
-    distinct = int(rows.nunique(dropna=False).max())  # the weights' (the longest list)
+    distinct = rows["weight"].nunique()
     schema = _schema()
     with connect(None) as con:
         _store(con, rows)
         whole = _failures(con, schema)
-        assert [size for rules, size in seen if not rules] == [distinct]  # one column frame
+        assert [size for column, _, size in seen if column == "weight"] == [distinct]  # one column frame
         seen.clear()
         monkeypatch.setattr(validate_module, "CELLS_PER_CHUNK", 1)  # column frames of 100 distinct values
         monkeypatch.setattr(validate_module, "MIN_ROWS_PER_CHUNK", 100)
         cut = _failures(con, schema)
     assert distinct > 1000
-    assert [size for rules, size in seen if not rules] == [100] * (distinct // 100) + [distinct % 100]
+    assert [size for column, _, size in seen if column == "weight"] == [100] * (distinct // 100) + [distinct % 100]
     assert cut == whole
     counted = {(f["expectation"], f["column"], f["unexpected_count"]) for f in whole if "rule" not in f}
     assert counted == _expected_failures(rows)
@@ -135,9 +135,11 @@ def test_gx_sees_distinct_values_not_rows(seen):
     with connect(None) as con:
         _store(con, rows)
         counted = validate_table(con, "raw", _schema(on_violation="report"), label="raw table")
-    columns = [size for rules, size in seen if not rules]
-    combined = [size for rules, size in seen if rules]
-    assert columns == [5]  # one column frame: 5 distinct values per column (3 where NULL is one of them)
+    columns = {column: size for column, _, size in seen if column is not None}
+    combined = [size for _, rules, size in seen if rules]
+    assert [size for column, rules, size in seen if column is None and not rules] == [1]  # the table frame
+    assert columns == {name: rows[name].nunique(dropna=False) for name in values}  # one frame each, <= 5 rows
+    assert max(columns.values()) <= 5 and len(seen) == 1 + len(values) + len(combined)
     assert combined and max(combined) <= 5 * 5  # rule frames: distinct pairs of two columns
     expected = _rule_counts(rows)
     assert {name: counted[name] for name in expected} == expected
