@@ -1,18 +1,18 @@
 """Validate DuckDB tables with the schema suites through Great Expectations' pandas datasource, on distinct values.
 
 Why pandas: GX's SQL datasource does not work on DuckDB (rows are lost when its connection closes,
-great_expectations issue #11579). Why distinct values: what GX costs grows with the rows of the frame it checks,
-and a table's columns have far fewer distinct values than rows. So DuckDB collapses the table
-(:func:`_collapsed`, the one collapsing of raw and published tables) into the validation frames of
-:mod:`expectations.frame`: the *column frame*, each column's distinct values (as text, NULL one of them) with the
-number of rows of each, and for each public rule a *rule frame*, the distinct combinations of the rule's columns
-with their number of rows. GX checks them (:mod:`expectations.engine`, in the side process when one runs,
-:mod:`dqrelease.runtime.side_process`), the rows of the unexpected values are summed, and so the counts are those of
-the table's rows. Long lists of distinct values (a numeric column with millions) are cut into chunks of at most
-:data:`CELLS_PER_CHUNK` cells, so memory stays bounded for any table size. The synthetic table is validated the same
-way while it is written, a chunk of decoded rows at a time (:class:`SyntheticValidation`), so it is never held
-whole. The counts, the failures and their order (the suite's) do not depend on how the table is cut into chunks.
-This module does not import GX.
+great_expectations issue #11579). Why distinct values: what GX costs grows with the rows of the frames it checks,
+and a table's columns have far fewer distinct values than rows. So DuckDB collapses the table (``GROUP BY``;
+:func:`_collapsed`, the one collapsing of raw and published tables) into the validation frames of
+:mod:`expectations.frame`: a *table frame* (the columns, one row: the column-set and row-count expectations), one
+*column frame* per column (its distinct values as text, NULL one of them, with the number of rows of each) and one
+*rule frame* per set of rule columns (their distinct combinations, with their rows). GX checks each with its part
+of the suite (:mod:`expectations.engine`, in the side process when one runs, :mod:`dqrelease.runtime.side_process`),
+the rows of the unexpected values are summed, and so the counts are those of the table's rows. Long lists of
+distinct values (a numeric column with millions) are cut into frames of at most :data:`CELLS_PER_CHUNK` cells, so
+memory stays bounded for any table size. The synthetic table is validated the same way while it is written, a chunk
+of decoded rows at a time (:class:`SyntheticValidation`), so it is never held whole. The counts, the failures and
+their order (the suite's) do not depend on how the table is cut into chunks. This module does not import GX.
 
 Invariants:
 
@@ -258,7 +258,7 @@ def _validate(
     failing_rules: set[str] | None = None,
     public: bool = False,
 ) -> dict[str, int]:
-    """Validate chunk by chunk; return the rows breaking each rule; raise on failures and broken failing rules.
+    """Validate frame by frame; return the rows breaking each rule; raise on failures and broken failing rules.
 
     ``public`` (the synthetic table only) lets the message show how many rows break a rule.
     """
