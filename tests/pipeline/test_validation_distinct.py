@@ -157,3 +157,19 @@ def test_weight_column_name_is_reserved(suite):
     message = str(caught.value)
     assert "\n" not in message
     assert re.search(re.escape(repr([ROWS_COLUMN])) + r" are reserved by validation .*; rename them$", message)
+
+
+def test_a_column_named_like_the_count_in_sql_is_counted_right():
+    schema = Schema.model_validate({"columns": [
+        {"name": "rows", "type": "categorical", "values": ["a", "b"]},
+        {"name": "flag", "type": "binary"},
+    ], "rules": [{"name": "a is flagged", "if": {"rows": "a"}, "then": {"flag": "1"}, "on_violation": "report"}]})
+    frame = pd.DataFrame({"rows": ["a", "a", "b", "c", "c", "c"], "flag": ["0", "1", "0", "1", "1", "1"]})
+    with connect(None) as con:
+        _store(con, frame.astype("string"))
+        with pytest.raises(ValidationFailedError) as caught:
+            validate_table(con, "raw", schema, label="raw table")
+        _store(con, frame.iloc[:3].astype("string"))
+        counted = validate_table(con, "raw", schema, label="raw table")
+    assert caught.value.failures == [{"expectation": IN_SET, "column": "rows", "unexpected_count": "3"}]
+    assert counted == {"a is flagged": 1}
