@@ -1,15 +1,22 @@
-"""Run a schema suite on one chunk of a table through Great Expectations.
+"""Run a schema suite on one collapsed frame of a table through Great Expectations.
 
-:mod:`expectations.validate` streams a table out of DuckDB and sends each chunk here, in this process or in the
-side process (:mod:`dqrelease.runtime.side_process`). What comes back is plain data (:class:`Outcome`), never a GX
-object, so the caller needs no GX import and nothing but the three public things of a result (the
-expectation, the schema column and a count) crosses the process boundary.
+:mod:`expectations.validate` collapses a table in DuckDB to distinct values with their numbers of rows
+(:class:`Collapsed`, the validation frames of :mod:`expectations.frame`) and sends each frame here, in this process
+or in the side process (:mod:`dqrelease.runtime.side_process`). Each frame is checked with its part of the suite: a
+table frame with the table expectations (column set, row count), a column frame with its column's expectations, a
+rule frame with its rules'. A column expectation's unexpected count is the sum of
+:data:`~expectations.frame.ROWS_COLUMN` at the positions GX lists as unexpected (``unexpected_index_list``); a rule
+expectation's observed value (that sum under the rule's condition) is the number of rows breaking the rule. What
+comes back is plain data (:class:`Outcome`), never a GX object, so the caller needs no GX import and nothing but the
+three public things of a result (the expectation, the schema column and a count) crosses the process boundary.
 
 Invariants:
 
 * One ephemeral GX context per process (cached), progress bars off, analytics off (see ``expectations``).
-* Results are requested with ``partial_unexpected_count = 0``: no value of the table is in an :class:`Outcome`.
-* Suites are built here from a :class:`SuiteSpec` (public schema and suite kind), once per process and spec.
+* Results are requested complete (row positions) but with ``partial_unexpected_count = 0``; only counts are read
+  from them: no value of the table is in an :class:`Outcome`.
+* Suites are built here from a :class:`SuiteSpec` (public schema and suite kind), once per process and spec, and
+  split once per part.
 * Importing this module does not import GX (the first call does): the caller's process uses its types and names
   its functions without paying GX's import when the side process does the work.
 """
@@ -21,18 +28,18 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
-import pyarrow as pa
 
 from dqrelease.inputs.schema import Schema
 
 if TYPE_CHECKING:
     import great_expectations as gx
 
-__all__ = ["COLUMN_SET", "Outcome", "SuiteShape", "SuiteSpec", "check_chunk", "suite_shape", "warm_up"]
+__all__ = ["COLUMN_SET", "Collapsed", "Outcome", "SuiteShape", "SuiteSpec", "check_chunk", "suite_shape", "warm_up"]
 
 COLUMN_SET = "expect_table_columns_to_match_set"
 
-_RESULT_FORMAT = {"result_format": "BASIC", "partial_unexpected_count": 0, "include_unexpected_rows": False}
+_RESULT_FORMAT = {"result_format": "COMPLETE", "partial_unexpected_count": 0, "include_unexpected_rows": False,
+                  "return_unexpected_index_query": False}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,10 +74,33 @@ class SuiteShape:
     Attributes:
         numbers: Numeric columns whose derived ``"<name> (as number)"`` column some expectation reads.
         rules: The public rules the suite counts broken rows of, in the suite's order.
+        rule_columns: For each rule (same order): the schema columns it names (its rule frame's columns).
+        order: ``(expectation, column)`` of every expectation, in the suite's order (that of the failures).
     """
 
     numbers: tuple[str, ...]
     rules: tuple[str, ...]
+    rule_columns: tuple[tuple[str, ...], ...] = ()
+    order: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Collapsed:
+    """One frame of a table collapsed to distinct values (:mod:`expectations.frame`), and what checks it.
+
+    Attributes:
+        values: Text columns. Table frame: every column of the table, one row of NULLs (none when the table is
+            empty). Column frame: distinct values of ``column``; rule frame: distinct combinations of the rules'
+            columns; both with their numbers of rows in :data:`~expectations.frame.ROWS_COLUMN`.
+        column: A column frame's column (its expectations check it), or None.
+        rules: A rule frame's rules (all on the same columns), or empty.
+        numbers: The numeric columns of ``values`` to add a derived ``DOUBLE`` column for.
+    """
+
+    values: pd.DataFrame
+    column: str | None = None
+    rules: tuple[str, ...] = ()
+    numbers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,36 +136,34 @@ def warm_up() -> None:
 
 
 def suite_shape(spec: SuiteSpec) -> SuiteShape:
-    """The derived number columns and the rules of the spec's suite."""
+    """The derived number columns, the rules and the order of the spec's suite."""
     suite = _suite(spec)
     numbers: list[str] = []
     rules: list[str] = []
+    rule_columns: list[tuple[str, ...]] = []
     for expectation in suite.expectations:
         meta = expectation.meta or {}
         numbers += [meta["number_of"]] if "number_of" in meta else []
         numbers += list(meta.get("numbers_of") or [])
-        rules += [meta["rule"]] if "rule" in meta else []
-    return SuiteShape(numbers=tuple(dict.fromkeys(numbers)), rules=tuple(rules))
+        if "rule" in meta:
+            rules.append(meta["rule"])
+            rule_columns.append(tuple(meta["columns"]))
+    order = tuple(_key(expectation.configuration) for expectation in suite.expectations)
+    return SuiteShape(numbers=tuple(dict.fromkeys(numbers)), rules=tuple(rules), rule_columns=tuple(rule_columns),
+                      order=order)
 
 
-def check_chunk(
-    chunk: pa.RecordBatch | None, *, spec: SuiteSpec, columns: list[str], numbers: list[str]
-) -> list[Outcome]:
-    """Validate one chunk (``None``: an empty table with ``columns``) with the spec's suite.
+def check_chunk(chunk: Collapsed, *, spec: SuiteSpec) -> list[Outcome]:
+    """Validate one collapsed frame of a table with its part of the spec's suite (see :class:`Collapsed`)."""
+    from dqrelease.expectations.frame import ROWS_COLUMN, number_column
 
-    ``numbers`` are the numeric columns (present in the table) to add a derived ``DOUBLE`` column for.
-    """
-    if chunk is None:
-        frame = pd.DataFrame({name: pd.Series([], dtype=object) for name in columns})
-    else:
-        frame = chunk.to_pandas()
-    from dqrelease.expectations.frame import number_column
-
-    for name in numbers:  # NaN where the value is not a number
+    frame = chunk.values.copy()
+    for name in chunk.numbers:  # NaN where the value is not a number
         frame[number_column(name)] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
     batch = _batch_definition().get_batch(batch_parameters={"dataframe": frame})
-    results = batch.validate(_suite(spec), result_format=_RESULT_FORMAT).results
-    return [_outcome(result) for result in results]
+    results = batch.validate(_suite_part(spec, chunk.column, chunk.rules), result_format=_RESULT_FORMAT).results
+    rows = frame[ROWS_COLUMN].to_numpy() if ROWS_COLUMN in frame else None
+    return [_outcome(result, rows) for result in results]
 
 
 # ---------------------------------------------------------------------- GX
@@ -168,17 +196,45 @@ def _suite(spec: SuiteSpec) -> gx.ExpectationSuite:
     return _SUITES[key]
 
 
-def _outcome(result: Any) -> Outcome:
+def _suite_part(spec: SuiteSpec, column: str | None, rules: tuple[str, ...]) -> gx.ExpectationSuite:
+    """The expectations of one frame's kind (see :class:`Collapsed`), in the suite's order; built once each."""
+    import great_expectations as gx
+
+    key = f"{spec.key()}|part|{column!r}|{list(rules)}"
+    if key not in _SUITES:
+        suite = _suite(spec)
+        if rules:
+            chosen = [e for e in suite.expectations if (e.meta or {}).get("rule") in rules]
+        else:
+            wanted = column if column is not None else "(table)"
+            chosen = [e for e in suite.expectations
+                      if "rule" not in (e.meta or {}) and _key(e.configuration)[1] == wanted]
+        _SUITES[key] = gx.ExpectationSuite(name=f"{suite.name}-part", expectations=chosen)
+    return _SUITES[key]
+
+
+def _key(config: Any) -> tuple[str, str]:
+    """``(expectation, schema column)`` of an expectation's configuration (``"(table)"``: table-level)."""
+    meta = config.meta or {}
+    return config.type, str(meta.get("schema_column") or config.kwargs.get("column") or "(table)")
+
+
+def _outcome(result: Any, rows: Any) -> Outcome:
+    """The result reduced to counts; a column expectation's ``rows`` are summed over its unexpected positions."""
     config = result.expectation_config
     meta = config.meta or {}
     details = result.result or {}
     mismatched = (details.get("details") or {}).get("mismatched") or {} if config.type == COLUMN_SET else {}
+    unexpected = int(details.get("unexpected_count") or 0)
+    if rows is not None and "unexpected_index_list" in details:  # positions of distinct values: count their rows
+        unexpected = int(rows[list(details["unexpected_index_list"] or [])].sum())
+    expectation, column = _key(config)
     return Outcome(
-        expectation=config.type,
-        column=str(meta.get("schema_column") or config.kwargs.get("column") or "(table)"),
+        expectation=expectation,
+        column=column,
         rule=meta.get("rule"),
         success=bool(result.success),
-        unexpected_count=int(details.get("unexpected_count") or 0),
+        unexpected_count=unexpected,
         observed_value=int(details.get("observed_value") or 0) if meta.get("rule") is not None else 0,
         raised=_raised(result.exception_info),
         missing=_schema_names(mismatched.get("missing") or []),

@@ -1,9 +1,12 @@
 """One Great Expectations expectation per public schema rule: no row of the table breaks it.
 
 Each rule (:mod:`dqrelease.inputs.rules`, translated into forbidden combinations of codes) becomes
-``expect_table_row_count_to_equal(value = 0)`` restricted by a pandas ``row_condition`` that selects the rows
-breaking the rule: the disjunction, over the rule's combinations, of the conjunction of their literals. Its
-observed value is the number of breaking rows, so the validation sums it over chunks.
+``expect_column_sum_to_be_between(column = "(rows)", max_value = 0)`` restricted by a pandas ``row_condition`` that
+selects the rows breaking the rule: the disjunction, over the rule's combinations, of the conjunction of their
+literals. It runs on the rule's *rule frame* (:mod:`dqrelease.expectations.frame`): the distinct combinations of
+the rule's columns, each with the number of the table's rows that have it in
+:data:`~dqrelease.expectations.frame.ROWS_COLUMN`; its observed sum is therefore the number of breaking rows, which
+the validation sums over chunks.
 
 A literal (column, codes) becomes a condition on the table as it is represented (``representation``):
 
@@ -16,7 +19,8 @@ A literal (column, codes) becomes a condition on the table as it is represented 
   (:meth:`~dqrelease.inputs.columns.NumericColumn.published_labels`).
 
 The condition is built from the public schema only. The expectation's ``meta`` carries the rule's name, its
-``on_violation`` and the numeric columns whose derived number column the validation frame must add.
+``on_violation``, the schema columns it names (``columns``: the rule frame's columns) and the numeric ones whose
+derived number column the rule frame must add (``numbers_of``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Literal as TypingLiteral
 import great_expectations.expectations as gxe
 
 from dqrelease.errors import ConfigInvalidError
-from dqrelease.expectations.frame import number_column
+from dqrelease.expectations.frame import ROWS_COLUMN, number_column
 from dqrelease.inputs.columns import BinaryColumn, CategoricalColumn, NumericColumn
 from dqrelease.inputs.encoding import numeric_buckets
 from dqrelease.inputs.schema import Schema, schema_constraints
@@ -48,7 +52,7 @@ def rule_number_columns(schema: Schema, representation: Representation) -> list[
 
 def rule_expectations(
     schema: Schema, representation: Representation, *, single_value_numbers: bool = True
-) -> list[gxe.ExpectTableRowCountToEqual]:
+) -> list[gxe.ExpectColumnSumToBeBetween]:
     """One expectation per rule of ``schema`` (none without rules).
 
     ``single_value_numbers``: with bucket labels, one-value integer buckets are written as their number.
@@ -65,14 +69,16 @@ def rule_expectations(
                              for attribute, codes in literals) + ")"
             for literals in combinations
         )
-        used = sorted({schema.columns[a].name for literals in combinations for a, _ in literals} & numbers)
+        named = {a for literals in combinations for a, _ in literals}
+        columns = [column.name for i, column in enumerate(schema.columns) if i in named]
         expectations.append(
-            gxe.ExpectTableRowCountToEqual(
-                value=0,
+            gxe.ExpectColumnSumToBeBetween(
+                column=ROWS_COLUMN,
+                max_value=0,
                 row_condition=condition,
                 condition_parser="pandas",
                 meta={"schema_column": "(rules)", "rule": rule.name, "on_violation": rule.on_violation,
-                      "numbers_of": used},
+                      "columns": columns, "numbers_of": sorted(set(columns) & numbers)},
             )
         )
     return expectations

@@ -1,10 +1,11 @@
 """Expectation suites built from the public schema only (never profiled from data).
 
-A suite describes the *validation frame* of a table, which :mod:`expectations.validate` builds chunk by
-chunk: every column of the table as text (``VARCHAR``, whatever its stored type), plus one ``DOUBLE``
-column ``"<name> (as number)"`` for each numeric column whose range is checked (parsed from the text;
-NULL where the text is not a number). Range checks run on that column because Great Expectations
-compares numbers only on numeric columns.
+A suite describes the *validation frames* of a table (:mod:`expectations.frame`), which :mod:`expectations.validate`
+builds chunk by chunk from the table's distinct values: every column of the table as text (``VARCHAR``, whatever
+its stored type), plus one ``DOUBLE`` column ``"<name> (as number)"`` for each numeric column whose range is
+checked (parsed from the text; NULL where the text is not a number). Range checks run on that column because
+Great Expectations compares numbers only on numeric columns. The column and table expectations run on the column
+frame, each rule's expectation on its rule frame.
 
 Three suites:
 
@@ -36,7 +37,7 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 
 from dqrelease.errors import ConfigInvalidError
-from dqrelease.expectations.frame import NUMBER_SUFFIX, number_column
+from dqrelease.expectations.frame import NUMBER_SUFFIX, ROWS_COLUMN, number_column
 from dqrelease.expectations.rules import rule_expectations, rule_number_columns
 from dqrelease.inputs.columns import BinaryColumn, CategoricalColumn, NumericColumn
 from dqrelease.inputs.ingest import BASKET_COLUMNS
@@ -136,10 +137,11 @@ def build_published_suite(
 # ---------------------------------------------------------------------- pieces
 def _table_expectations(schema: Schema, ranged: list[str]) -> list:
     derived = [number_column(name) for name in ranged]
-    collisions = sorted(set(derived) & set(schema.names))
+    collisions = sorted({*derived, ROWS_COLUMN} & set(schema.names))
     if collisions:
         raise ConfigInvalidError(
-            f"schema column names {collisions} end with {NUMBER_SUFFIX!r}, which validation reserves; rename them"
+            f"schema column names {collisions} are reserved by validation (names ending with {NUMBER_SUFFIX!r}, "
+            f"and {ROWS_COLUMN!r}); rename them"
         )
     return [
         gxe.ExpectTableColumnsToMatchSet(

@@ -1,12 +1,18 @@
-"""Validate DuckDB tables with the schema suites through Great Expectations' pandas datasource.
+"""Validate DuckDB tables with the schema suites through Great Expectations' pandas datasource, on distinct values.
 
 Why pandas: GX's SQL datasource does not work on DuckDB (rows are lost when its connection closes,
-great_expectations issue #11579). The table is therefore streamed out of DuckDB as Arrow batches of at most
-:data:`CELLS_PER_CHUNK` cells, each batch is validated as one pandas frame by :mod:`expectations.engine` (in the
-side process when one runs, :mod:`dqrelease.runtime.side_process`) and the unexpected counts are summed, so memory
-stays bounded for any table size. The synthetic table is validated the same way while it is written, a chunk of
-decoded rows at a time (:class:`SyntheticValidation`), so it is never held whole. The counts, the failures and their
-order (the suite's) do not depend on how the table is cut into chunks. This module does not import GX.
+great_expectations issue #11579). Why distinct values: what GX costs grows with the rows of the frames it checks,
+and a table's columns have far fewer distinct values than rows. So DuckDB collapses the table (``GROUP BY``;
+:func:`_collapsed`, the one collapsing of raw and published tables) into the validation frames of
+:mod:`expectations.frame`: a *table frame* (the columns, one row: the column-set and row-count expectations), one
+*column frame* per column (its distinct values as text, NULL one of them, with the number of rows of each) and one
+*rule frame* per set of rule columns (their distinct combinations, with their rows). GX checks each with its part
+of the suite (:mod:`expectations.engine`, in the side process when one runs, :mod:`dqrelease.runtime.side_process`),
+the rows of the unexpected values are summed, and so the counts are those of the table's rows. Long lists of
+distinct values (a numeric column with millions) are cut into frames of at most :data:`CELLS_PER_CHUNK` cells, so
+memory stays bounded for any table size. The synthetic table is validated the same way while it is written, a chunk
+of decoded rows at a time (:class:`SyntheticValidation`), so it is never held whole. The counts, the failures and
+their order (the suite's) do not depend on how the table is cut into chunks. This module does not import GX.
 
 Invariants:
 
@@ -27,22 +33,32 @@ from typing import Literal
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
 from dqrelease.errors import ValidationFailedError
-from dqrelease.expectations.engine import COLUMN_SET, Outcome, SuiteShape, SuiteSpec, check_chunk, suite_shape
+from dqrelease.expectations.engine import (
+    COLUMN_SET,
+    Collapsed,
+    Outcome,
+    SuiteShape,
+    SuiteSpec,
+    check_chunk,
+    suite_shape,
+)
+from dqrelease.expectations.frame import ROWS_COLUMN
 from dqrelease.inputs.ingest import is_basket_table
 from dqrelease.inputs.schema import Schema
 from dqrelease.runtime import side_process
-from dqrelease.warehouse import connect, stream_batches, table_columns
+from dqrelease.warehouse import connect, row_count, stream_batches, table_columns
 
 __all__ = ["CELLS_PER_CHUNK", "SyntheticValidation", "validate_synthetic", "validate_table"]
 
 CELLS_PER_CHUNK = 16_000_000
-"""Upper bound on rows x columns of one validated pandas chunk (Arrow-backed strings: about 200 MB)."""
+"""Upper bound on rows x columns of one validated pandas chunk (distinct values, or combinations of a rule's)."""
 
 MIN_ROWS_PER_CHUNK = 1024
 
-_ROW_COUNT = "expect_table_row_count_to_equal"
+_ROW_COUNT = "expect_table_row_count_to_equal"  # a broken rule's failure record (no count), as it always was
 _SYNTHETIC = "synthetic table"
 _MESSAGE_FAILURES = 6
 
@@ -110,8 +126,8 @@ def validate_synthetic(
 class SyntheticValidation:
     """:func:`validate_synthetic` on a table that is being written: each decoded chunk is checked as it goes by.
 
-    Each chunk (a pandas frame of the published columns) is read as text through DuckDB, as
-    :func:`validate_synthetic` reads a table, and sent to the side process in batches of at most
+    Each chunk (a pandas frame of the published columns) is collapsed to distinct values through DuckDB, as
+    :func:`validate_synthetic` collapses a table, and sent to the side process in frames of at most
     :data:`CELLS_PER_CHUNK` cells, at most :data:`~dqrelease.runtime.side_process.IN_FLIGHT` of them at a time
     (so memory stays bounded); :meth:`finish` waits for the last ones and raises the failures of the whole table,
     the same failures and message as :func:`validate_synthetic` on the whole table, however it was cut.
@@ -147,12 +163,8 @@ class SyntheticValidation:
             con.register("synthetic_chunk", frame)  # read through a view on the frame: no copy into DuckDB
             if self._columns is None:
                 self._columns = [name for name, _ in table_columns(con, "synthetic_chunk")]
-            numbers, rows = _chunking(self._shape, self._columns)
-            batches = stream_batches(con, "validation_frame", params={"table": "synthetic_chunk"}, batch_size=rows)
-            for batch in batches:
-                self._pending.append(side_process.begin(
-                    check_chunk, batch, spec=self._spec, columns=self._columns, numbers=numbers
-                ))
+            for chunk in _collapsed(con, "synthetic_chunk", self._shape, self._columns):
+                self._pending.append(side_process.begin(check_chunk, chunk, spec=self._spec))
                 while len(self._pending) > side_process.IN_FLIGHT:
                     self._tally.add(self._pending.popleft().result())
 
@@ -164,10 +176,9 @@ class SyntheticValidation:
         """
         while self._pending:
             self._tally.add(self._pending.popleft().result())
-        if self._tally.chunks == 0:  # nothing was sent: the suite on an empty table of the schema's columns
-            columns = list(self._spec.schema.names)
-            numbers, _ = _chunking(self._shape, columns)
-            self._tally.add(side_process.call(check_chunk, None, spec=self._spec, columns=columns, numbers=numbers))
+        if self._tally.tables == 0:  # no row was sent: the suite on an empty table of the schema's columns
+            empty = _table_frame(self._shape, list(self._spec.schema.names), rows=0)
+            self._tally.add(side_process.call(check_chunk, empty, spec=self._spec))
         self._tally.result()
 
     def abandon(self) -> None:
@@ -184,11 +195,58 @@ def _published_spec(
                      single_value_numbers=single_value_numbers)
 
 
-# ---------------------------------------------------------------------- streaming
-def _chunking(shape: SuiteShape, columns: list[str]) -> tuple[list[str], int]:
-    """The derived number columns a table with ``columns`` needs, and the rows of one validated chunk."""
-    numbers = [name for name in shape.numbers if name in columns]
-    return numbers, max(MIN_ROWS_PER_CHUNK, CELLS_PER_CHUNK // (len(columns) + len(numbers)))
+# ---------------------------------------------------------------------- collapsing
+def _collapsed(
+    con: duckdb.DuckDBPyConnection, table: str, shape: SuiteShape, columns: list[str]
+) -> Iterator[Collapsed]:
+    """``table`` collapsed to distinct values: its table frame, each column's frames, each rule columns' frames.
+
+    Nothing for an empty table (:func:`_table_frame` then checks it). DuckDB computes the distinct values
+    (``GROUP BY``), so what reaches pandas and GX grows with them, not with the rows; each frame has at most
+    :data:`CELLS_PER_CHUNK` cells (or :data:`MIN_ROWS_PER_CHUNK` rows). Rules on the same columns share frames.
+    """
+    if row_count(con, table) == 0:
+        return
+    yield _table_frame(shape, columns, rows=1)
+    for name in columns:
+        numbers = (name,) if name in shape.numbers else ()
+        for values in _combinations(con, table, (name,), width=1 + len(numbers)):
+            yield Collapsed(values=values, column=name, numbers=numbers)
+    sharing: dict[tuple[str, ...], list[str]] = {}
+    for rule, names in zip(shape.rules, shape.rule_columns, strict=True):
+        sharing.setdefault(names, []).append(rule)
+    for names, rules in sharing.items():
+        numbers = tuple(name for name in shape.numbers if name in names and name in columns)
+        for values in _combinations(con, table, names, width=len(names) + len(numbers)):
+            yield Collapsed(values=values, rules=tuple(rules), numbers=numbers)
+
+
+def _combinations(
+    con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, ...], *, width: int
+) -> Iterator[pd.DataFrame]:
+    """The distinct combinations of the columns ``names`` with their rows, in frames of at most the cells bound.
+
+    ``width``: the frame's columns besides :data:`ROWS_COLUMN` once the derived number columns are added.
+    """
+    size = max(MIN_ROWS_PER_CHUNK, CELLS_PER_CHUNK // (width + 1))
+    params = {"table": table, "columns": list(names)}
+    held: list[pa.RecordBatch] = []  # DuckDB's batches may be small: regrouped into frames of ``size`` rows
+    count = 0
+    for batch in stream_batches(con, "validation_combinations", params=params, batch_size=size):
+        held.append(batch.rename_columns([*batch.schema.names[:-1], ROWS_COLUMN]))
+        count += batch.num_rows
+        while count >= size:
+            joined = pa.Table.from_batches(held)
+            yield joined.slice(0, size).to_pandas()
+            held, count = joined.slice(size).to_batches(), count - size
+    if count:
+        yield pa.Table.from_batches(held).to_pandas()
+
+
+def _table_frame(shape: SuiteShape, columns: list[str], *, rows: int) -> Collapsed:
+    """The table frame: every column, ``rows`` (0 or 1) rows of NULLs: what the table expectations look at."""
+    frame = pd.DataFrame({name: pd.Series([None] * rows, dtype=object) for name in columns})
+    return Collapsed(values=frame, numbers=tuple(name for name in shape.numbers if name in columns))
 
 
 def _validate(
@@ -200,44 +258,40 @@ def _validate(
     failing_rules: set[str] | None = None,
     public: bool = False,
 ) -> dict[str, int]:
-    """Validate chunk by chunk; return the rows breaking each rule; raise on failures and broken failing rules.
+    """Validate frame by frame; return the rows breaking each rule; raise on failures and broken failing rules.
 
     ``public`` (the synthetic table only) lets the message show how many rows break a rule.
     """
     columns = [name for name, _ in table_columns(con, table)]
     shape = side_process.call(suite_shape, spec)
-    numbers, rows_per_chunk = _chunking(shape, columns)
     tally = _Tally(shape, label=label, failing_rules=failing_rules or set(), public=public)
-    batches = stream_batches(con, "validation_frame", params={"table": table}, batch_size=rows_per_chunk)
-    for outcomes in side_process.call_each(check_chunk, batches, spec=spec, columns=columns, numbers=numbers):
+    for outcomes in side_process.call_each(check_chunk, _collapsed(con, table, shape, columns), spec=spec):
         tally.add(outcomes)
-    if tally.chunks == 0:
-        tally.add(side_process.call(check_chunk, None, spec=spec, columns=columns, numbers=numbers))
+    if tally.tables == 0:  # an empty table
+        tally.add(side_process.call(check_chunk, _table_frame(shape, columns, rows=0), spec=spec))
     return tally.result()
 
 
 class _Tally:
-    """A suite's outcomes summed over the chunks of one table, and the table's verdict.
+    """A suite's outcomes summed over the frames of one table, and the table's verdict.
 
-    Failures are listed in the suite's order (the order of the first chunk's outcomes), so the message does not
-    depend on which chunk failed first.
+    Failures are listed in the suite's order, so the message does not depend on which frame failed first.
     """
 
     def __init__(self, shape: SuiteShape, *, label: str, failing_rules: set[str], public: bool) -> None:
         self.label, self.failing_rules, self.public = label, failing_rules, public
-        self.chunks = 0
+        self.tables = 0  # table frames counted (one per non-empty chunk of rows)
         self.failed: dict[tuple[str, str], int] = {}
         self.broken = dict.fromkeys(shape.rules, 0)
-        self.order: dict[tuple[str, str], int] = {}
+        self.order = {key: position for position, key in reversed(list(enumerate(shape.order)))}
 
     def add(self, outcomes: list[Outcome]) -> None:
-        """Count one chunk's outcomes (the first chunk's column check raises at once)."""
-        if self.chunks == 0:
-            _raise_on_column_mismatch(outcomes, self.label)
-            for position, outcome in enumerate(outcomes):
-                self.order.setdefault((outcome.expectation, outcome.column), position)
+        """Count one frame's outcomes (the first table frame's column check raises at once)."""
+        if any(outcome.expectation == COLUMN_SET for outcome in outcomes):  # a table frame
+            if self.tables == 0:
+                _raise_on_column_mismatch(outcomes, self.label)
+            self.tables += 1
         _count(outcomes, self.failed, self.broken)
-        self.chunks += 1
 
     def result(self) -> dict[str, int]:
         """The rows breaking each rule; raise on failed expectations and broken failing rules."""
