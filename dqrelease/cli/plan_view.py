@@ -70,6 +70,7 @@ def print_forecast(out: Console, loaded: Any, result: Any, workload: Any) -> Non
     out.print("theory: closed form of the mechanism's noise; calibrated: noise formula x constants fitted on "
               "benchmark runs; bound: a public lower bound (docs/engine.md, 'Forecast')", markup=False,
               highlight=False)
+    out.print(error_bars(verdict.forecast), markup=False, highlight=False)
     for note in verdict.notes:
         out.print(Text.assemble(("note: ", "yellow"), f"{note}; mechanism.name = 'independent' (or 'auto', which "
                                 "chooses them then) publishes them"), highlight=False)
@@ -83,6 +84,19 @@ def print_forecast(out: Console, loaded: Any, result: Any, workload: Any) -> Non
         f"low utility: {'; '.join(verdict.failures)}. `dqrelease run` refuses this release unless {ACCEPT_FLAG} "
         f"is given; use {recommendation(inputs, epsilon_offset=offset)}",
     ), highlight=False)
+
+
+def error_bars(forecast: Any) -> str:
+    """One line: where the release's figures fell on the benchmark tables for such a forecast, or that it is unknown."""
+    figures = {"worst one-way cell": forecast.worst_one_way_cell, "workload max": forecast.workload_max}
+    ranges = {name: figure.expected_range() for name, figure in figures.items()}
+    shown = [f"{name} {low:.3g} to {high:.3g}" for name, bounds in ranges.items() if bounds for low, high in [bounds]]
+    if not shown:
+        return (f"error bars: none measured for {forecast.label}'s forecast out of sample; docs/benchmarks.md "
+                "('Forecast', 'Small tables') says how close such forecasts came")
+    low, high = next(f.ratios for f in figures.values() if f.ratios)
+    return (f"error bars: on the benchmark tables such forecasts were {low:g} to {high:g} times the measured median "
+            f"(docs/benchmarks.md, 'Forecast'), so expect {'; '.join(shown)}; tables unlike them can fall outside")
 
 
 def print_targets(out: Console, loaded: Any, inputs: Any, forecast: Any, offset: float) -> None:

@@ -135,3 +135,21 @@ def test_plan_prints_the_memory_forecast_by_part_and_its_limit(outputs):
     total, *parts = (float(value) for value in found.groups())
     assert total == pytest.approx(sum(parts), abs=len(parts))  # each part is rounded to a MiB
     assert "docs/benchmarks.md, 'Memory forecast'" in text
+
+
+def test_plan_prints_the_forecast_error_bars_from_the_benchmark_tables(outputs):
+    from dq_engine.evaluation.forecast import FIT_FORECAST_RATIOS
+
+    text = " ".join(outputs["wide"].split())
+    found = re.search(r"error bars: on the benchmark tables such forecasts were ([\d.]+) to ([\d.]+) times the "
+                      r"measured median .*? so expect worst one-way cell ([\d.]+) to ([\d.]+); workload max ([\d.]+) "
+                      r"to ([\d.]+);", text)
+    assert found, text
+    assert (float(found[1]), float(found[2])) == FIT_FORECAST_RATIOS
+    row = re.search(r"dualquery \+ table fit\s*│\s*([\d.]+)\s*│\s*([\d.]+)", outputs["wide"])
+    one_way, workload = float(row[1]), float(row[2])  # the table's forecast, 3 significant digits
+    low, high = FIT_FORECAST_RATIOS
+    assert float(found[3]) == pytest.approx(one_way / high, rel=0.01)
+    assert float(found[4]) == pytest.approx(one_way / low, rel=0.01)
+    assert float(found[5]) == pytest.approx(workload / high, rel=0.01)
+    assert float(found[6]) == pytest.approx(workload / low, rel=0.01)

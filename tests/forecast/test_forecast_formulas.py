@@ -168,3 +168,19 @@ def test_shape_of_a_workload_counts_cells_and_complete_marginals():
     assert sorted(shape.marginal_cells) == [2, 4, 6] and shape.complete == (True, True, True)
     assert shape.workload_columns == 3 and shape.one_way_cells == 9 and shape.workload_cells == 12
     assert ForecastShape.of(full, n=500, rows=20).workload_columns == 2
+
+
+def test_the_particles_forecast_carries_the_error_bars_measured_on_the_benchmark_tables():
+    got = particles_forecast(_shape(), _particles(), label="mwem-particles")
+    low, high = forecast.FIT_FORECAST_RATIOS
+    for figure in (got.worst_one_way_cell, got.workload_max):
+        assert figure.ratios == (low, high)
+        assert figure.expected_range() == pytest.approx((figure.value / high, figure.value / low))
+    assert got.as_dict()["workload_max_error"]["expected_range"] == got.workload_max.expected_range()
+
+
+def test_error_bars_are_capped_at_one_and_absent_where_none_were_measured():
+    assert Figure(value=0.9, source="calibrated", how="x", ratios=(0.5, 2.0)).expected_range() == (0.45, 1.0)
+    assert Figure(value=0.1, source="theory", how="x").expected_range() is None
+    assert Figure(value=None, source="unknown", how="x", ratios=(0.5, 2.0)).expected_range() is None
+    assert raw_records_forecast(_shape(), 300, label="raw").worst_one_way_cell.expected_range() is None
