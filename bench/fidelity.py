@@ -270,6 +270,7 @@ def published_figures(reference: FidelityReference, codes: np.ndarray, constrain
     are scaled by the in-domain share ``1 - f`` and the extra cell adds ``f`` to each table's L1 error (so
     ``f / 2`` to each TVD) and is a cell of error ``f`` for the worst 1-way cell; the workload answers are the
     in-domain answers scaled by ``1 - f``. With no such row every figure is :func:`evaluate_rows`'s.
+    ``pair_tvd`` is the two-way TVD of every evaluated pair (``reference.marginals.pairs``), in that order.
     """
     codes = np.asarray(codes)
     inside = (codes >= 0).all(axis=1)
@@ -278,6 +279,7 @@ def published_figures(reference: FidelityReference, codes: np.ndarray, constrain
         raise ValueError("every published row is outside the domain")
     fidelity = evaluate_rows(reference, codes[inside], label="published rows", constraints=constraints)
     figures = fidelity.figures()
+    pair_tvd = [float(t) for t in fidelity.two_way_tvd] if fidelity.two_way_tvd is not None else []
     if outside:
         f = outside / len(codes)
         m = reference.marginals.n_columns
@@ -292,6 +294,7 @@ def published_figures(reference: FidelityReference, codes: np.ndarray, constrain
                        max_one_way_tvd=float(one.max()))
         if len(two):
             figures.update(mean_two_way_tvd=float(two.mean()), max_two_way_tvd=float(two.max()))
+            pair_tvd = [float(t) for t in two]
         if reference.workload is not None:
             summary = error_summary(reference.answers, (1.0 - f) * fidelity.answers)
             figures.update(workload_max_error=summary["max_error"], workload_mean_error=summary["mean_error"],
@@ -303,6 +306,7 @@ def published_figures(reference: FidelityReference, codes: np.ndarray, constrain
         "max_multiplicity": fidelity.max_multiplicity,
         "violating_rows": fidelity.constraint_violations,
         "out_of_domain_rows": outside,
+        "pair_tvd": pair_tvd,
     }
 
 
@@ -368,11 +372,19 @@ def run_ours(name: str, loaded: Loaded, reference: FidelityReference, epsilon: f
 
 
 def peers_data(setting: str, loaded: Loaded, *, smoke: bool) -> Path:
-    """The setting's codes as the peers' ``.npz`` (one row per record), written once under bench/results/tmp."""
+    """The setting's codes as the peers' ``.npz`` (one row per record) under bench/results/tmp.
+
+    Written again whenever the codes kept there are not these (a cut of other rows, a changed source), so a
+    peer never reads another table than the one it is scored against.
+    """
     path = TMP / f"peers-{setting}{'-smoke' if smoke else ''}.npz"
     data = loaded.data
     codes = np.repeat(data.codes, data.counts, axis=0)
-    if not path.exists() or np.load(path)["codes"].shape != codes.shape:
+    kept = False
+    if path.exists():
+        with np.load(path) as archive:
+            kept = np.array_equal(archive["codes"], codes) and archive["sizes"].tolist() == list(data.domain.sizes)
+    if not kept:
         TMP.mkdir(parents=True, exist_ok=True)
         np.savez(path, codes=codes, names=np.array(data.domain.names), sizes=np.array(data.domain.sizes))
     return path
@@ -388,6 +400,7 @@ def run_peer(name: str, setting: str, loaded: Loaded, reference: FidelityReferen
                 **common}
     names = loaded.data.domain.names
     queries = [[names[int(a)] for a in attributes if a >= 0] for attributes in loaded.workload.marginals]
+    TMP.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=TMP) as work:
         out = Path(work) / "synthetic.npz"
         spec = {"data": str(peers_data(setting, loaded, smoke=smoke)), "algorithm": name, "rho": rho, "seed": seed,

@@ -9,6 +9,13 @@ figures (:func:`bench.fidelity.published_figures`), every pair's two-way TVD aga
 of pairs on which the run is further from the truth than the independent-columns run of the same seed by more than
 0.02, and the plan's forecast (worst one-way cell, workload max).
 
+Peers: ``--mechanisms ... mst aim`` also runs OpenDP's MST and AIM on the same cut table through
+:func:`bench.fidelity.run_peer` (the separate interpreter ``--peers-python``, default ``.venv-peers``; each run
+killed at ``--cap-minutes``), at the same (ε, δ), and scores their rows exactly as ours (the same pair TVDs,
+pairs worse / better than the independent-columns run of the same seed). A peer has no forecast. A peer run that is
+``unavailable`` (no interpreter), ``capped`` or ``failed`` is a row with its status and note, in the summary and
+the Markdown.
+
 Command: ``.venv/bin/python bench/small_tables.py`` (writes ``bench/results/small_tables.json`` and ``.md``);
 ``--smoke`` for a seconds-long check.
 """
@@ -16,11 +23,14 @@ Command: ``.venv/bin/python bench/small_tables.py`` (writes ``bench/results/smal
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import statistics
 import sys
 import time
+import traceback
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +39,19 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.fidelity import SETTINGS, Loaded, mechanism_keys, published_figures  # noqa: E402
+from bench.fidelity import (  # noqa: E402
+    CAP_MINUTES,
+    PEERS,
+    PEERS_PYTHON,
+    SETTINGS,
+    Loaded,
+    mechanism_keys,
+    published_figures,
+    run_peer,
+)
 from bench.scale_common import study_grant  # noqa: E402
 from dq_engine.data.dataset import Dataset  # noqa: E402
-from dq_engine.evaluation.fidelity import evaluate_rows, fidelity_reference  # noqa: E402
+from dq_engine.evaluation.fidelity import fidelity_reference  # noqa: E402
 from dq_engine.privacy.public import PublicQuantities  # noqa: E402
 from dq_engine.privacy.rng import make_rng  # noqa: E402
 
@@ -93,17 +112,39 @@ def run_one(name: str, loaded: Loaded, reference, epsilon: float, seed: int, *, 
     seconds = time.perf_counter() - began
     published = result.sample_rows(loaded.data.n, make_rng(PUBLISH_SEED_OFFSET + seed))
     figures = published_figures(reference, published, loaded.constraints)
-    tables = evaluate_rows(reference, published, label=name).tables
-    m = reference.marginals.n_columns
-    pairs = [0.5 * float(np.abs(t - r).sum()) for t, r in zip(tables[m:], reference.tables[m:], strict=True)]
-    known = {}
-    if loaded.independent_pairs is not None:  # the generator's independent pairs vs the others (bnlearn)
-        apart = np.array([tuple(p) in loaded.independent_pairs for p in reference.marginals.pairs.tolist()])
-        tvd = np.array(pairs)
-        known = {"median_tvd_independent_pairs": float(np.median(tvd[apart])),
-                 "median_tvd_dependent_pairs": float(np.median(tvd[~apart])), "dependent_pair_mask": (~apart).tolist()}
-    return {"mechanism": name, "epsilon": epsilon, "seed": seed, "seconds": seconds, **figures,
-            "pair_tvd": pairs, **known, **forecast(plan, inputs)}
+    return {"mechanism": name, "epsilon": epsilon, "seed": seed, "status": "ok", "seconds": seconds, **figures,
+            **known_pairs(loaded, reference, figures["pair_tvd"]), **forecast(plan, inputs)}
+
+
+def known_pairs(loaded: Loaded, reference, pair_tvd: list[float]) -> dict[str, Any]:
+    """Median pair TVD on the generator's independent and dependent pairs, where they are known (bnlearn)."""
+    if loaded.independent_pairs is None:
+        return {}
+    apart = np.array([tuple(p) in loaded.independent_pairs for p in reference.marginals.pairs.tolist()])
+    tvd = np.array(pair_tvd)
+    return {"median_tvd_independent_pairs": float(np.median(tvd[apart])),
+            "median_tvd_dependent_pairs": float(np.median(tvd[~apart])), "dependent_pair_mask": (~apart).tolist()}
+
+
+def run_peer_one(name: str, setting: str, loaded: Loaded, reference, epsilon: float, seed: int, *, python: Path,
+                 cap_minutes: float, smoke: bool) -> dict[str, Any]:
+    """One OpenDP peer (``mst``, ``aim``) on the (cut) table through :func:`bench.fidelity.run_peer`.
+
+    The peer's data file and kept rows are named by the setting and the number of rows, so a cut table never
+    shares them with the full setting's. A run that is not ``ok`` is returned with its status and note (a
+    failure inside this process too); it has no figures.
+    """
+    began = time.perf_counter()
+    try:
+        row = run_peer(name, f"{setting}-{loaded.data.n}rows", loaded, reference, epsilon, seed, python=python,
+                       cap_seconds=cap_minutes * 60, smoke=smoke)
+    except Exception as failure:  # a failing peer is a row too; the benchmark goes on
+        traceback.print_exc()
+        row = {"status": "failed", "note": f"{type(failure).__name__}: {str(failure)[:300]}",
+               "process_seconds": time.perf_counter() - began}
+    if row["status"] == "ok":
+        row.update(known_pairs(loaded, reference, row["pair_tvd"]))
+    return {"mechanism": name, "epsilon": epsilon, "seed": seed, **row}
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -111,11 +152,19 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     keys = sorted({(r["setting"], r["epsilon"], r["mechanism"]) for r in rows})
     for setting, epsilon, mechanism in keys:
-        mine = [r for r in rows if (r["setting"], r["epsilon"], r["mechanism"]) == (setting, epsilon, mechanism)]
+        runs = [r for r in rows if (r["setting"], r["epsilon"], r["mechanism"]) == (setting, epsilon, mechanism)]
+        mine = [r for r in runs if r.get("status", "ok") == "ok"]
+        entry = {"setting": setting, "epsilon": epsilon, "mechanism": mechanism, "seeds": len(mine),
+                 "statuses": dict(Counter(r.get("status", "ok") for r in runs)),
+                 "notes": sorted({f"seed {r['seed']}: {r['status']}: {r.get('note', '')}" for r in runs
+                                  if r.get("status", "ok") != "ok"})}
+        if not mine:  # unavailable, capped or failed on every seed: recorded, with nothing to measure
+            out.append(entry)
+            continue
         worse, better, better_dependent = [], [], []
         for r in mine:
             base = next((b for b in rows if (b["setting"], b["epsilon"], b["mechanism"], b["seed"])
-                         == (setting, epsilon, "independent", r["seed"])), None)
+                         == (setting, epsilon, "independent", r["seed"]) and b.get("status", "ok") == "ok"), None)
             if base is not None:
                 pairs = list(zip(r["pair_tvd"], base["pair_tvd"], strict=True))
                 worse.append(sum(a > b + WORSE_BY for a, b in pairs))
@@ -123,13 +172,12 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 if "dependent_pair_mask" in r:
                     better_dependent.append(sum(a < b for (a, b), dep in zip(pairs, r["dependent_pair_mask"],
                                                                               strict=True) if dep))
-        entry = {"setting": setting, "epsilon": epsilon, "mechanism": mechanism, "seeds": len(mine),
-                 "pairs": len(mine[0]["pair_tvd"])}
+        entry["pairs"] = len(mine[0]["pair_tvd"])
         if "dependent_pair_mask" in mine[0]:
             entry["dependent_pairs"] = sum(mine[0]["dependent_pair_mask"])
         for field in ("worst_one_way_cell", "mean_one_way_tvd", "mean_two_way_tvd", "workload_max_error",
-                      "violating_rows", "seconds", "forecast_worst_one_way_cell", "forecast_workload_max",
-                      "median_tvd_independent_pairs", "median_tvd_dependent_pairs"):
+                      "violating_rows", "out_of_domain_rows", "seconds", "forecast_worst_one_way_cell",
+                      "forecast_workload_max", "median_tvd_independent_pairs", "median_tvd_dependent_pairs"):
             values = [r[field] for r in mine if r.get(field) is not None]
             if values:
                 entry[field] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
@@ -150,18 +198,22 @@ def markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             return "–"
         return f"{value['median']:.{digits}g} [{value['min']:.{digits}g}–{value['max']:.{digits}g}]"
 
+    def runs(entry):
+        return ", ".join(f"{status} {count}" for status, count in entry["statuses"].items())
+
     lines = [f"Small tables ({meta['rows']} rows; {meta['seeds']} seeds; load {meta['load_start']:.1f} → "
              f"{meta['load_end']:.1f}; commit {meta['commit']})", "",
-             "| setting | ε | mechanism | worst 1-way | mean 2-way TVD | workload max | pairs worse than indep. "
+             "| setting | ε | mechanism | runs | worst 1-way | mean 2-way TVD | workload max | pairs worse than indep. "
              "(of all) | forecast 1-way / workload | forecast passes | seconds |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in summary:
+        passes = e.get("forecast_passes")
         lines.append(
-            f"| {e['setting']} | {e['epsilon']:g} | {e['mechanism']} | {cell(e, 'worst_one_way_cell')} | "
+            f"| {e['setting']} | {e['epsilon']:g} | {e['mechanism']} | {runs(e)} | {cell(e, 'worst_one_way_cell')} | "
             f"{cell(e, 'mean_two_way_tvd')} | {cell(e, 'workload_max_error')} | "
-            f"{cell(e, 'pairs_worse_than_independent', 4)} ({e['pairs']}) | "
+            f"{cell(e, 'pairs_worse_than_independent', 4)} ({e.get('pairs', '–')}) | "
             f"{cell(e, 'forecast_worst_one_way_cell')} / {cell(e, 'forecast_workload_max')} | "
-            f"{e['forecast_passes']} | {cell(e, 'seconds')} |")
+            f"{'–' if passes is None else passes} | {cell(e, 'seconds')} |")
     lines += ["", "Pairs better than independent columns (strictly, same seed), and the generator's pairs where known:",
               "", "| setting | ε | mechanism | better than indep. (of all) | of the dependent pairs | "
               "median TVD, independent pairs | median TVD, dependent pairs |", "|---|---|---|---|---|---|---|"]
@@ -170,7 +222,7 @@ def markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             continue
         lines.append(
             f"| {e['setting']} | {e['epsilon']:g} | {e['mechanism']} | "
-            f"{cell(e, 'pairs_better_than_independent', 4)} ({e['pairs']}) | "
+            f"{cell(e, 'pairs_better_than_independent', 4)} ({e.get('pairs', '–')}) | "
             f"{cell(e, 'dependent_pairs_better_than_independent', 4)} ({e.get('dependent_pairs', '–')}) | "
             f"{cell(e, 'median_tvd_independent_pairs')} | {cell(e, 'median_tvd_dependent_pairs')} |")
     independent = {(e["setting"], e["epsilon"]): e for e in summary if e["mechanism"] == "independent"}
@@ -178,6 +230,10 @@ def markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         if "median_tvd_independent_pairs" in e:
             lines.append(f"| {setting} | {epsilon:g} | independent (reference) | – | – | "
                          f"{cell(e, 'median_tvd_independent_pairs')} | {cell(e, 'median_tvd_dependent_pairs')} |")
+    notes = [note for e in summary for note in (f"{e['setting']} ε {e['epsilon']:g} {e['mechanism']}, {n}"
+                                                 for n in e["notes"])]
+    if notes:
+        lines += ["", "Runs that did not finish:", "", *(f"- {note}" for note in notes)]
     lines += ["", "auto's choice per setting and ε: " + "; ".join(f"{k}: {v}" for k, v in meta["auto"].items())]
     return "\n".join(lines) + "\n"
 
@@ -188,13 +244,25 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000)
     parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS))
+    parser.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS),
+                        help=f"registry mechanisms, and the peers {', '.join(PEERS)} (OpenDP, --peers-python)")
+    parser.add_argument("--cap-minutes", type=float, default=CAP_MINUTES, help="wall-clock cap of one peer run")
+    parser.add_argument("--peers-python", type=Path, default=PEERS_PYTHON, help="the peers venv's interpreter")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script, measures nothing")
     parser.add_argument("--out", type=Path, default=RESULTS / "small_tables.json")
     args = parser.parse_args()
     from dqrelease.mechanisms import plan_mechanism
 
     load_start = os.getloadavg()[0]
+    commit = os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip()
+    command = list(sys.argv)
+    if "--peers-python" in command[:-1]:  # a path of this machine: recorded as the venv it names
+        command[command.index("--peers-python") + 1] = "PEERS_VENV/bin/python"
+    meta = {"rows": args.rows, "seeds": args.seeds, "epsilons": args.epsilons, "settings": args.settings,
+            "sample_seed": SAMPLE_SEED, "delta": DELTA, "worse_by": WORSE_BY, "commit": commit,
+            "load_start": load_start, "smoke": args.smoke,
+            "cap_minutes_per_peer_run": args.cap_minutes if set(args.mechanisms) & set(PEERS) else None,
+            "command": " ".join(command), "started": _now()}
     rows, auto = [], {}
     for setting in args.settings:
         loaded = cut(SETTINGS[setting].load(args.smoke), args.rows)
@@ -204,22 +272,34 @@ def main() -> int:
             auto[f"{setting} eps {epsilon:g}"] = chosen.mechanism
             for seed in range(args.seeds):
                 for name in args.mechanisms:
-                    row = run_one(name, loaded, reference, epsilon, seed, smoke=args.smoke)
+                    if name in PEERS:
+                        row = run_peer_one(name, setting, loaded, reference, epsilon, seed, python=args.peers_python,
+                                           cap_minutes=args.cap_minutes, smoke=args.smoke)
+                    else:
+                        row = run_one(name, loaded, reference, epsilon, seed, smoke=args.smoke)
                     rows.append({"setting": setting, **row})
-                    print(f"{setting} eps {epsilon:g} seed {seed} {name}: worst 1-way "
-                          f"{row['worst_one_way_cell']:.3f}, workload max {row['workload_max_error']:.3f}, "
-                          f"{row['seconds']:.1f} s", file=sys.stderr)
-    commit = os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip()
-    meta = {"rows": args.rows, "seeds": args.seeds, "epsilons": args.epsilons, "settings": args.settings,
-            "sample_seed": SAMPLE_SEED, "delta": DELTA, "worse_by": WORSE_BY, "commit": commit,
-            "load_start": load_start, "load_end": os.getloadavg()[0], "auto": auto, "smoke": args.smoke,
-            "command": " ".join(sys.argv)}
-    summary = summarise(rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "summary": summary, "runs": rows}, indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(summary, meta))
-    print(markdown(summary, meta))
+                    shown = (f"worst 1-way {row['worst_one_way_cell']:.3f}, workload max "
+                             f"{row['workload_max_error']:.3f}, {row['seconds']:.1f} s" if row["status"] == "ok"
+                             else f"{row['status']}: {row.get('note', '')}")
+                    print(f"{setting} eps {epsilon:g} seed {seed} {name}: {shown}", file=sys.stderr, flush=True)
+                    write(args.out, rows, {**meta, "auto": auto, "complete": False})
+    print(write(args.out, rows, {**meta, "auto": auto, "complete": True}))
     return 0
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def write(out: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    """Write the runs so far, their summary and its Markdown (after every run: a stopped run keeps what finished)."""
+    meta = {**meta, "load_end": os.getloadavg()[0], "written": _now()}
+    summary = summarise(rows)
+    text = markdown(summary, meta)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "summary": summary, "runs": rows}, indent=1) + "\n")
+    out.with_suffix(".md").write_text(text)
+    return text
 
 
 if __name__ == "__main__":
