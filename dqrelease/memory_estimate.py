@@ -101,10 +101,11 @@ RECORD_CELL_BYTES = 24
 """Bytes per record and column of a mechanism that outputs a whole table (int64 codes, a shuffled and a redrawn
 copy)."""
 
-PUBLISH_CHUNK_ROWS = 1_000_000
+PUBLISH_CHUNK_ROWS = 1024 * 1024
 """Rows sampled, decoded, validated and written at a time when a release is published
 (:mod:`dqrelease.outputs.published_rows` reads it here, so the forecast and the publishing agree). It bounds memory
-(about 100 MB of decoded text for 15 columns) and never changes the published bytes."""
+(about 100 MB of decoded text for 15 columns) and never changes the published bytes. It is also the Parquet row
+group (:data:`dqrelease.outputs.publish.PARQUET_ROW_GROUP_ROWS`), so that a chunk is written as it arrives."""
 
 PUBLISHED_CELL_BYTES = 64
 """Bytes per published cell of a chunk: the sampled int64 code, its decoded value (a label string or a number) and its

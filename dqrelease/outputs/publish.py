@@ -28,15 +28,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dqrelease.inputs.config import file_sha256
+from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS
 from dqrelease.outputs.csv_text import CsvText, canonical_csv
 
 __all__ = ["PARQUET_ROW_GROUP_ROWS", "TableWriter", "canonical_csv", "table_content_hash", "write_outputs"]
 
 TABLE = "synthetic"
 
-PARQUET_ROW_GROUP_ROWS = 1024 * 1024
-"""Rows of every Parquet row group but the last (pyarrow's default), fixed so the file does not depend on the
-chunks it is written from. It bounds the rows the Parquet writer buffers."""
+PARQUET_ROW_GROUP_ROWS = PUBLISH_CHUNK_ROWS
+"""Rows of every Parquet row group but the last (pyarrow's default, 1,048,576), fixed so the file does not depend on
+the chunks it is written from. Equal to the publishing chunk, so that each chunk is written as one row group as it
+arrives (no rows carried over to the next chunk, no copy of two chunks joined)."""
 
 
 CSV_SCRATCH = ".synthetic.csv.chunk"
@@ -158,8 +160,8 @@ class TableWriter:
             group = rows.slice(start, self.row_group_rows)
             writer.write_table(group, row_group_size=self.row_group_rows)
             start += group.num_rows
-        rest = rows.slice(start)
-        self._buffer, self._buffered = [rest], rest.num_rows
+        rest = rows.slice(start)  # a slice keeps the concatenated table's buffers: kept only when rows remain
+        self._buffer, self._buffered = ([rest] if rest.num_rows else []), rest.num_rows
 
     def _close(self) -> None:
         for closing in (self._csv, self._parquet, self._duckdb, self._csv_text):

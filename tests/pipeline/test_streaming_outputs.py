@@ -209,3 +209,27 @@ def test_streaming_never_holds_the_codes_of_every_row(tmp_path, monkeypatch):
     assert counts.sum() == rows_total and set(outputs) == set(FORMATS)
     assert rows.index.dtype == np.int32
     assert peak < whole_codes / 2, f"peak {peak:,} bytes against {whole_codes:,} for the whole codes"
+
+
+def test_the_parquet_writer_keeps_no_chunk_once_its_row_group_is_written(tmp_path, monkeypatch):
+    """Chunks of exactly one row group each are written as they arrive, and nothing of them stays in Arrow's pool.
+
+    Before, the rows left over after a row group were kept as a slice of the two chunks joined, which kept the whole
+    join alive (about 2.3 GB more peak memory at 1M KDD99 rows a chunk). Measured by Arrow's own allocation counter
+    (``pa.total_allocated_bytes``, exact): after the writer has taken 5 chunks and the test has dropped them, the
+    pool holds less than one chunk's Arrow table (tolerance: half of it, for the writer's own buffers; measured 0).
+    """
+    chunk_rows = 20_000
+    monkeypatch.setattr(dqrelease.outputs.publish, "PARQUET_ROW_GROUP_ROWS", chunk_rows)
+    rows = PublishedRows.draw(_result(_records(21, 300), None), 5 * chunk_rows, make_rng(22), schema=SCHEMA,
+                              numeric_values="bucket_label", chunk_rows=chunk_rows)
+    one_chunk = pa.Table.from_pandas(next(rows.frames()), preserve_index=False).nbytes
+    before = pa.total_allocated_bytes()
+    with dqrelease.outputs.publish.TableWriter(tmp_path, ["parquet"]) as writer:
+        for frame in rows.frames():
+            writer.append(frame)
+            del frame
+        held = pa.total_allocated_bytes() - before
+        writer.finish()
+    assert held < one_chunk / 2, f"Arrow holds {held:,} bytes after the last chunk; one chunk is {one_chunk:,}"
+    assert pq.ParquetFile(tmp_path / "synthetic.parquet").metadata.num_row_groups == 5
