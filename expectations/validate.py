@@ -12,7 +12,10 @@ the rows of the unexpected values are summed, and so the counts are those of the
 distinct values (a numeric column with millions) are cut into frames of at most :data:`CELLS_PER_CHUNK` cells, so
 memory stays bounded for any table size. The synthetic table is validated the same way while it is written, a chunk
 of decoded rows at a time (:class:`SyntheticValidation`), so it is never held whole. The counts, the failures and
-their order (the suite's) do not depend on how the table is cut into chunks. This module does not import GX.
+their order (the suite's) do not depend on how the table is cut into chunks. On a Dask cluster the raw table is
+collapsed by chunks of rows on the workers (:func:`_collapsed_by_chunk`: the same ``GROUP BY`` per chunk in an
+in-memory DuckDB) and the chunks' rows summed here by value before GX sees the frames. This module does not import
+GX.
 
 Invariants:
 
@@ -30,7 +33,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol, TypeVar
 
 import duckdb
 import pandas as pd
@@ -63,6 +66,17 @@ MIN_ROWS_PER_CHUNK = 1024
 _ROW_COUNT = "expect_table_row_count_to_equal"  # a broken rule's failure record (no count), as it always was
 _SYNTHETIC = "synthetic table"
 _MESSAGE_FAILURES = 6
+
+
+class _RenderedRows(Protocol):
+    """A chunk of decoded rows as :class:`~dqrelease.outputs.publish.RenderedChunk` holds them."""
+
+    @property
+    def table(self) -> pa.Table:
+        """The rows."""
+
+
+C = TypeVar("C", pd.DataFrame, _RenderedRows)
 _CHUNK_VIEW = "table_chunk"  # a chunk of rows in a worker's in-memory DuckDB
 
 
@@ -165,16 +179,16 @@ class SyntheticValidation:
         self._pending: deque[side_process.Pending[list[Outcome]]] = deque()
         self._columns: list[str] | None = None
 
-    def check_each(self, frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        """Yield each frame of ``frames`` after sending it to be checked."""
-        for frame in frames:
-            self.send(frame)
-            yield frame
+    def check_each(self, chunks: Iterable[C]) -> Iterator[C]:
+        """Yield each chunk of ``chunks`` (frames, or rendered chunks with their ``table``) after sending it."""
+        for chunk in chunks:
+            self.send(chunk if isinstance(chunk, pd.DataFrame) else chunk.table)
+            yield chunk
 
-    def send(self, frame: pd.DataFrame) -> None:
+    def send(self, frame: pd.DataFrame | pa.Table) -> None:
         """Start checking the next chunk of the table (waits for earlier chunks beyond the ones in flight)."""
         with connect(None) as con:
-            con.register("synthetic_chunk", frame)  # read through a view on the frame: no copy into DuckDB
+            con.register("synthetic_chunk", frame)  # read through a view on the rows: no copy into DuckDB
             if self._columns is None:
                 self._columns = [name for name, _ in table_columns(con, "synthetic_chunk")]
             for chunk in _collapsed(con, "synthetic_chunk", self._shape, self._columns):

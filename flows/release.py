@@ -201,7 +201,7 @@ def _finish(prepared: _Prepared, result: SynthesisResult, true_answers: np.ndarr
     with progress.stage("report"):
         # the rows are decoded, written and sent to validation chunk by chunk (validated mostly in the side process,
         # which finishes the last chunks while the report is drawn); nothing is published before they all pass
-        outputs, validation = stage_outputs(config, schema, rows, run)
+        outputs, validation = stage_outputs(config, schema, rows, run, prepared.dask_address)
         try:
             error_report(
                 config, schema, prepared.data, prepared.workload, result, plan, rows, run, prepared.rngs["report"],

@@ -16,6 +16,10 @@ counted per column and the columns named (never a value), so a record gets exact
 per one-hot block). The records are then put in :class:`dq_engine.Dataset`'s canonical order
 (:meth:`~dq_engine.Dataset.from_distinct`): the dataset is the one the rows would give.
 
+On a Dask cluster the wide table is read in chunks of rows, each chunk coded and grouped on a worker by the same
+statement in an in-memory DuckDB (:func:`coded_records`), and the chunks' counts summed by record here: the same
+distinct records and counts, so the same dataset.
+
 An all-binary schema over a long basket table (format ``transactions``) becomes a sparse dataset
 (:meth:`dq_engine.Dataset.from_sparse`) straight from the ``(row_id, item)`` pairs.
 """

@@ -2,9 +2,11 @@
 
 ``run.dask_address`` (or ``dqrelease run --dask ADDRESS``) is either the address of an existing Dask
 scheduler (``tcp://scheduler:8786``) or ``local`` / ``local:N`` for a cluster of ``N`` (default 2) worker
-processes on this machine. What runs there: answering the workload on the private data (partitioned by
-marginal), the mechanism (several releases fan out in parallel in ``release_many``) and FEM's independent
-oracle calls of a round. Results are identical to a single-machine run with the same seed.
+processes on this machine. What runs there: raw-table validation and discretization by chunks of rows, answering
+the workload on the private data (partitioned by marginal), the mechanism (several releases fan out in parallel in
+``release_many``), FEM's independent oracle calls of a round, and the decoding and CSV text of the published rows by
+chunks (:mod:`dqrelease.runtime.chunks`). Ingest, the sums of the chunks' counts, the published rows' draw and their
+writing stay on the driver. Results are identical to a single-machine run with the same seed.
 
 Dask workers report task states and artifacts to the same Prefect API as the flow: a local cluster's workers
 inherit it through :func:`dqrelease.runtime.prefect_server.shared_api` (which starts Prefect's temporary server

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 import dqrelease.runtime.chunks as chunks_module
+from dq_engine import make_rng
 from dqrelease.errors import ValidationFailedError
 from dqrelease.expectations.validate import validate_table
 from dqrelease.inputs.discretize import discretize
+from dqrelease.outputs.csv_text import canonical_csv
+from dqrelease.outputs.publish import write_outputs
+from dqrelease.outputs.published_rows import PublishedRows
 from dqrelease.runtime.chunks import ChunkWorkers
 from dqrelease.warehouse import connect
 from tests.constraints.test_rules_pipeline import _raw_frame, _schema, _store
+from tests.pipeline.test_streaming_outputs import FORMATS, RECORDS, ROWS, SCHEMA, _records, _result
 from tests.pipeline.test_validation_distinct import _rows
 
 distributed = pytest.importorskip("distributed")
@@ -81,3 +87,28 @@ def test_raw_rule_counts_by_chunk_on_workers_are_the_local_counts(workers: Chunk
         alone = validate_table(con, "raw", schema, label="raw table")
         chunked = validate_table(con, "raw", schema, label="raw table", workers=workers)
     assert chunked == alone and any(alone.values())
+
+
+@pytest.mark.parametrize("numeric_values", ["uniform", "bucket_label"])
+def test_published_rows_decoded_and_rendered_on_workers_are_the_local_bytes(workers, tmp_path, numeric_values):
+    result = _result(_records(1), make_rng(2).random(RECORDS))
+    rows = PublishedRows.draw(result, ROWS, make_rng(5), schema=SCHEMA, numeric_values=numeric_values,
+                              chunk_rows=128)  # 8 chunks
+    written = {}
+    with distributed.get_task_stream(client=workers.client) as stream:
+        for where, chunks in [("frames", rows.frames()), ("here", rows.rendered(csv=True)),
+                              ("workers", rows.rendered(csv=True, workers=workers))]:
+            outputs = write_outputs(chunks, tmp_path / where, FORMATS)
+            folder = tmp_path / where
+            written[where] = ((folder / "synthetic.csv").read_bytes(), (folder / "synthetic.parquet").read_bytes(),
+                              outputs["duckdb"]["content_sha256"])
+    assert written["workers"] == written["here"] == written["frames"]
+    if numeric_values == "uniform":  # the numbers are drawn: a decoder that restarted each chunk's streams differs
+        restarted = b"".join(
+            canonical_csv(copy.deepcopy(rows.decoder).decode(codes), header=number == 0)
+            for number, codes in enumerate(rows.code_chunks())
+        )
+        assert restarted != written["here"][0]
+    ran_on = _ran_on(stream.data, "_render_piece")
+    assert len(ran_on) == 8 and set(ran_on) == set(workers.addresses)
+
