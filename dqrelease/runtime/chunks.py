@@ -1,12 +1,14 @@
 """Stages that touch every row, chunk by chunk: in this process, or as map-reduce on the workers of a Dask cluster.
 
-A stage hands :func:`map_chunks` its chunks (Arrow record batches of the run's working table, or the published
-rows' value codes) and a function of one chunk; the results come back in the chunks' order. Without a cluster the
-function runs here, one chunk after the other. With one (:func:`cluster_chunks`: the run's ``--dask`` cluster) each
-chunk is scattered to a worker, round robin over the workers (the chunks are of equal size, so the work spreads
-evenly), and the function runs there; at most :attr:`ChunkWorkers.in_flight` chunks are out at a time, so this
-process holds that many chunks and their results. The chunks are plain Dask futures, not Prefect task runs: a
-5-million-row table is a handful of chunks per stage, a census thousands, and Prefect's API sees none of them.
+A stage hands :func:`map_chunks` its chunks (Arrow record batches of the run's working table, or the published rows'
+value codes) and a function of one chunk; the results come back in the chunks' order. Without a cluster the function
+runs here, one chunk after the other. With one (:func:`cluster_chunks`: the run's ``--dask`` cluster) each chunk is
+scattered to a worker, round robin over the workers (the chunks are of equal size, so the work spreads evenly), and
+the function runs there; at most :attr:`ChunkWorkers.in_flight` chunks are out at a time. A scattered chunk lives on
+its worker, and a result stays there until it is fetched, in order: this process holds the chunk it is reading and
+the result it is using, and the workers at most two chunks and results each. The chunks are plain Dask futures, not
+Prefect task runs: a 5-million-row table is a handful of chunks per stage, a census thousands, and Prefect's API
+sees none of them.
 
 The reduce step of a grouped count is :func:`sum_counts`: partial ``GROUP BY`` results of several chunks summed
 by key (Arrow's hash aggregation; NULL is a key like any other), the result the whole table's ``GROUP BY`` gives,
