@@ -12,7 +12,10 @@ the rows of the unexpected values are summed, and so the counts are those of the
 distinct values (a numeric column with millions) are cut into frames of at most :data:`CELLS_PER_CHUNK` cells, so
 memory stays bounded for any table size. The synthetic table is validated the same way while it is written, a chunk
 of decoded rows at a time (:class:`SyntheticValidation`), so it is never held whole. The counts, the failures and
-their order (the suite's) do not depend on how the table is cut into chunks. This module does not import GX.
+their order (the suite's) do not depend on how the table is cut into chunks. On a Dask cluster the raw table is
+collapsed by chunks of rows on the workers (:func:`_collapsed_by_chunk`: the same ``GROUP BY`` per chunk in an
+in-memory DuckDB) and the chunks' rows summed here by value before GX sees the frames. This module does not import
+GX.
 
 Invariants:
 
@@ -29,7 +32,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeVar
 
 import duckdb
 import pandas as pd
@@ -49,6 +53,7 @@ from dqrelease.expectations.frame import ROWS_COLUMN
 from dqrelease.inputs.ingest import is_basket_table
 from dqrelease.inputs.schema import Schema
 from dqrelease.runtime import side_process
+from dqrelease.runtime.chunks import ChunkWorkers, map_chunks, sum_counts, table_chunks
 from dqrelease.warehouse import connect, row_count, stream_batches, table_columns
 
 __all__ = ["CELLS_PER_CHUNK", "SyntheticValidation", "validate_synthetic", "validate_table"]
@@ -63,17 +68,39 @@ _SYNTHETIC = "synthetic table"
 _MESSAGE_FAILURES = 6
 
 
-def validate_table(con: duckdb.DuckDBPyConnection, table: str, schema: Schema, *, label: str) -> dict[str, int]:
+class _RenderedRows(Protocol):
+    """A chunk of decoded rows as :class:`~dqrelease.outputs.publish.RenderedChunk` holds them."""
+
+    @property
+    def table(self) -> pa.Table:
+        """The rows."""
+
+
+C = TypeVar("C", pd.DataFrame, _RenderedRows)
+_CHUNK_VIEW = "table_chunk"  # a chunk of rows in a worker's in-memory DuckDB
+
+
+def validate_table(
+    con: duckdb.DuckDBPyConnection, table: str, schema: Schema, *, label: str, workers: ChunkWorkers | None = None
+) -> dict[str, int]:
     """Validate ``table`` against the schema suite (:func:`expectations.suite.build_suite`).
 
     A long basket table (columns ``row_id, item`` with an all-binary schema) is validated with the basket
     suite; any other table with the wide suite.
+
+    With ``workers`` (a Dask cluster's) a wide table is collapsed by chunks of
+    :data:`~dqrelease.runtime.chunks.READ_CHUNK_ROWS` rows on the workers (each column's and each rule column
+    set's distinct values and rows, by the same SQL in an in-memory DuckDB over the chunk), the chunks' counts are
+    summed here by value (:func:`~dqrelease.runtime.chunks.sum_counts`) and GX checks the summed frames as it
+    checks the whole table's: the same verdict, failure records, rule counts and message. A basket table is
+    collapsed here.
 
     Args:
         con: DuckDB connection holding ``table``.
         table: Table name (given by code).
         schema: The public schema.
         label: What the table is, for the message (e.g. ``"raw table"``).
+        workers: The cluster's workers, or None to collapse the table in ``con``'s DuckDB.
 
     Returns:
         The number of rows breaking each public rule (INTERNAL: counts from the table; empty without rules).
@@ -87,7 +114,8 @@ def validate_table(con: duckdb.DuckDBPyConnection, table: str, schema: Schema, *
     layout = "baskets" if is_basket_table(columns, schema) else "wide"
     failing = {rule.name for rule in schema.rules if rule.on_violation == "fail"}
     spec = SuiteSpec(schema=schema, kind="raw", layout=layout)
-    return _validate(con, table, spec, label=label, failing_rules=failing)
+    return _validate(con, table, spec, label=label, failing_rules=failing,
+                     workers=workers if layout == "wide" else None)
 
 
 def prepare_raw_suite(schema: Schema) -> None:
@@ -151,16 +179,16 @@ class SyntheticValidation:
         self._pending: deque[side_process.Pending[list[Outcome]]] = deque()
         self._columns: list[str] | None = None
 
-    def check_each(self, frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        """Yield each frame of ``frames`` after sending it to be checked."""
-        for frame in frames:
-            self.send(frame)
-            yield frame
+    def check_each(self, chunks: Iterable[C]) -> Iterator[C]:
+        """Yield each chunk of ``chunks`` (frames, or rendered chunks with their ``table``) after sending it."""
+        for chunk in chunks:
+            self.send(chunk if isinstance(chunk, pd.DataFrame) else chunk.table)
+            yield chunk
 
-    def send(self, frame: pd.DataFrame) -> None:
+    def send(self, frame: pd.DataFrame | pa.Table) -> None:
         """Start checking the next chunk of the table (waits for earlier chunks beyond the ones in flight)."""
         with connect(None) as con:
-            con.register("synthetic_chunk", frame)  # read through a view on the frame: no copy into DuckDB
+            con.register("synthetic_chunk", frame)  # read through a view on the rows: no copy into DuckDB
             if self._columns is None:
                 self._columns = [name for name, _ in table_columns(con, "synthetic_chunk")]
             for chunk in _collapsed(con, "synthetic_chunk", self._shape, self._columns):
@@ -196,6 +224,41 @@ def _published_spec(
 
 
 # ---------------------------------------------------------------------- collapsing
+@dataclass(frozen=True, kw_only=True)
+class _Grouping:
+    """One ``GROUP BY`` of the collapsing: one column's values, or the combinations of a set of rule columns.
+
+    Attributes:
+        names: The grouped columns.
+        column: The column of a column frame; None for a rule frame.
+        rules: The rules a rule frame checks (rules on the same columns share it).
+        numbers: The grouped numeric columns, whose numbers the frame derives (:class:`Collapsed`).
+    """
+
+    names: tuple[str, ...]
+    column: str | None = None
+    rules: tuple[str, ...] = ()
+    numbers: tuple[str, ...] = ()
+
+    def frame(self, values: pd.DataFrame) -> Collapsed:
+        """The frame of some of its distinct values (with their rows)."""
+        return Collapsed(values=values, column=self.column, rules=self.rules, numbers=self.numbers)
+
+
+def _groupings(shape: SuiteShape, columns: list[str]) -> list[_Grouping]:
+    """Every column's grouping, then each set of rule columns' (rules on the same columns share one)."""
+    groupings = [
+        _Grouping(names=(name,), column=name, numbers=(name,) if name in shape.numbers else ()) for name in columns
+    ]
+    sharing: dict[tuple[str, ...], list[str]] = {}
+    for rule, names in zip(shape.rules, shape.rule_columns, strict=True):
+        sharing.setdefault(names, []).append(rule)
+    for names, rules in sharing.items():
+        numbers = tuple(name for name in shape.numbers if name in names and name in columns)
+        groupings.append(_Grouping(names=names, rules=tuple(rules), numbers=numbers))
+    return groupings
+
+
 def _collapsed(
     con: duckdb.DuckDBPyConnection, table: str, shape: SuiteShape, columns: list[str]
 ) -> Iterator[Collapsed]:
@@ -208,32 +271,50 @@ def _collapsed(
     if row_count(con, table) == 0:
         return
     yield _table_frame(shape, columns, rows=1)
-    for name in columns:
-        numbers = (name,) if name in shape.numbers else ()
-        for values in _combinations(con, table, (name,), width=1 + len(numbers)):
-            yield Collapsed(values=values, column=name, numbers=numbers)
-    sharing: dict[tuple[str, ...], list[str]] = {}
-    for rule, names in zip(shape.rules, shape.rule_columns, strict=True):
-        sharing.setdefault(names, []).append(rule)
-    for names, rules in sharing.items():
-        numbers = tuple(name for name in shape.numbers if name in names and name in columns)
-        for values in _combinations(con, table, names, width=len(names) + len(numbers)):
-            yield Collapsed(values=values, rules=tuple(rules), numbers=numbers)
+    for grouping in _groupings(shape, columns):
+        for values in _frames(_combinations(con, table, grouping.names), grouping):
+            yield grouping.frame(values)
 
 
-def _combinations(
-    con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, ...], *, width: int
-) -> Iterator[pd.DataFrame]:
-    """The distinct combinations of the columns ``names`` with their rows, in frames of at most the cells bound.
+def _collapsed_by_chunk(
+    con: duckdb.DuckDBPyConnection, table: str, shape: SuiteShape, columns: list[str], workers: ChunkWorkers
+) -> Iterator[Collapsed]:
+    """:func:`_collapsed`, each chunk of rows grouped on a worker and the chunks' rows summed here by value."""
+    groupings = _groupings(shape, columns)
+    partials = map_chunks(_grouped_chunk, table_chunks(con, table), workers=workers,
+                          groupings=[grouping.names for grouping in groupings])
+    summed: list[pa.Table | None] = [None] * len(groupings)
+    for parts in partials:
+        summed = [sum_counts([part] if total is None else [total, part], count=ROWS_COLUMN)
+                  for total, part in zip(summed, parts, strict=True)]
+    if summed[0] is None or summed[0].num_rows == 0:  # no chunk: an empty table
+        return
+    yield _table_frame(shape, columns, rows=1)
+    for grouping, total in zip(groupings, summed, strict=True):
+        yield from (grouping.frame(values) for values in _frames(total.to_batches(), grouping))
 
-    ``width``: the frame's columns besides :data:`ROWS_COLUMN` once the derived number columns are added.
-    """
-    size = max(MIN_ROWS_PER_CHUNK, CELLS_PER_CHUNK // (width + 1))
+
+def _grouped_chunk(chunk: pa.RecordBatch, *, groupings: list[tuple[str, ...]]) -> list[pa.Table]:
+    """Each grouping's distinct values and rows in one chunk of the table, in an in-memory DuckDB (on a worker)."""
+    with connect(None) as con:
+        con.register(_CHUNK_VIEW, chunk)
+        return [pa.Table.from_batches(list(_combinations(con, _CHUNK_VIEW, names))) for names in groupings]
+
+
+def _combinations(con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    """The distinct combinations of the columns ``names`` as text, the last column (:data:`ROWS_COLUMN`) their rows."""
     params = {"table": table, "columns": list(names)}
+    for batch in stream_batches(con, "validation_combinations", params=params):
+        yield batch.rename_columns([*batch.schema.names[:-1], ROWS_COLUMN])
+
+
+def _frames(batches: Iterable[pa.RecordBatch], grouping: _Grouping) -> Iterator[pd.DataFrame]:
+    """The batches regrouped into frames of at most the cells bound (the frame's derived number columns counted)."""
+    size = max(MIN_ROWS_PER_CHUNK, CELLS_PER_CHUNK // (len(grouping.names) + len(grouping.numbers) + 1))
     held: list[pa.RecordBatch] = []  # DuckDB's batches may be small: regrouped into frames of ``size`` rows
     count = 0
-    for batch in stream_batches(con, "validation_combinations", params=params, batch_size=size):
-        held.append(batch.rename_columns([*batch.schema.names[:-1], ROWS_COLUMN]))
+    for batch in batches:
+        held.append(batch)
         count += batch.num_rows
         while count >= size:
             joined = pa.Table.from_batches(held)
@@ -257,15 +338,19 @@ def _validate(
     label: str,
     failing_rules: set[str] | None = None,
     public: bool = False,
+    workers: ChunkWorkers | None = None,
 ) -> dict[str, int]:
     """Validate frame by frame; return the rows breaking each rule; raise on failures and broken failing rules.
 
-    ``public`` (the synthetic table only) lets the message show how many rows break a rule.
+    ``public`` (the synthetic table only) lets the message show how many rows break a rule; ``workers``: collapse
+    the table by chunks on them (:func:`_collapsed_by_chunk`).
     """
     columns = [name for name, _ in table_columns(con, table)]
     shape = side_process.call(suite_shape, spec)
     tally = _Tally(shape, label=label, failing_rules=failing_rules or set(), public=public)
-    for outcomes in side_process.call_each(check_chunk, _collapsed(con, table, shape, columns), spec=spec):
+    collapsed = (_collapsed(con, table, shape, columns) if workers is None
+                 else _collapsed_by_chunk(con, table, shape, columns, workers))
+    for outcomes in side_process.call_each(check_chunk, collapsed, spec=spec):
         tally.add(outcomes)
     if tally.tables == 0:  # an empty table
         tally.add(side_process.call(check_chunk, _table_frame(shape, columns, rows=0), spec=spec))

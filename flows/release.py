@@ -93,6 +93,7 @@ class _Prepared:
     receipts: list[dict[str, Any]]
     seed_file: str | None
     rngs: dict[str, np.random.Generator]
+    dask_address: str | None = None
 
     @property
     def plan(self) -> ReleasePlan:
@@ -105,13 +106,17 @@ def _streams(seed: int) -> dict[str, np.random.Generator]:
     return dict(zip(STREAMS, spawn(make_rng(seed), len(STREAMS)), strict=True))
 
 
-def _read_private(config: ReleaseConfig, schema: Schema, run: RunContext) -> Dataset:
-    """Ingest, validate and discretize the private table (marked with the config's neighbouring relation)."""
+def _read_private(config: ReleaseConfig, schema: Schema, run: RunContext, dask_address: str | None = None) -> Dataset:
+    """Ingest, validate and discretize the private table (marked with the config's neighbouring relation).
+
+    With ``dask_address`` validation and discretization run by chunks on the cluster's workers; the ingest into
+    the working database stays here.
+    """
     with progress.stage("ingest"):
         rows = ingest_raw(config, schema, run)
     with progress.stage("validate"):
-        validate_raw(config, schema, run, rows)
-        return discretize_raw(schema, run).with_neighbouring(config.privacy.neighbouring)
+        validate_raw(config, schema, run, rows, dask_address)
+        return discretize_raw(schema, run, dask_address).with_neighbouring(config.privacy.neighbouring)
 
 
 def _dataset_of(config_path: str, **_: Any) -> str:
@@ -128,7 +133,12 @@ def _abandon(runs: list[RunContext], receipts: list[dict[str, Any]], error: Base
 
 
 def _prepare(
-    config_path: str, *, output_directory: str | None, accept_low_utility: bool = False, seeded: bool = False
+    config_path: str,
+    *,
+    output_directory: str | None,
+    accept_low_utility: bool = False,
+    seeded: bool = False,
+    dask_address: str | None = None,
 ) -> _Prepared:
     config, schema = load_release_config(config_path)
     check_seeded_release(config, test_or_audit=seeded, fix=f"pass {SEEDED_KEYWORD}=True")
@@ -149,7 +159,7 @@ def _prepare(
         seed = run_seed(config)
         rngs = _streams(seed)
         seed_file = str(run.write_seed(seed)) if run.seeded else None
-        data = _read_private(config, schema, run)
+        data = _read_private(config, schema, run, dask_address)
         if plan is None:  # n is private: charge and release a noisy count, then plan with its lower bound
             with progress.stage("count"):
                 count_receipt, n_plan = count_records(config, data, run, rngs["count"])
@@ -168,7 +178,7 @@ def _prepare(
         raise
     return _Prepared(
         config_path=config_path, config=config, schema=schema, workload=workload, grant=grant, run=run, data=data,
-        receipts=receipts, seed_file=seed_file, rngs=rngs,
+        receipts=receipts, seed_file=seed_file, rngs=rngs, dask_address=dask_address,
     )
 
 
@@ -191,7 +201,7 @@ def _finish(prepared: _Prepared, result: SynthesisResult, true_answers: np.ndarr
     with progress.stage("report"):
         # the rows are decoded, written and sent to validation chunk by chunk (validated mostly in the side process,
         # which finishes the last chunks while the report is drawn); nothing is published before they all pass
-        outputs, validation = stage_outputs(config, schema, rows, run)
+        outputs, validation = stage_outputs(config, schema, rows, run, prepared.dask_address)
         try:
             error_report(
                 config, schema, prepared.data, prepared.workload, result, plan, rows, run, prepared.rngs["report"],
@@ -249,7 +259,7 @@ def release(
     """
     prepared = _prepare(
         config_path, output_directory=output_directory, accept_low_utility=accept_low_utility,
-        seeded=seeded_test_or_audit,
+        seeded=seeded_test_or_audit, dask_address=dask_address,
     )
     try:
         # the exact answers are computed once: the mechanism and the error report both use them
@@ -288,7 +298,8 @@ def release_many(
     prepared: list[_Prepared] = []
     try:
         for path in config_paths:
-            prepared.append(_prepare(path, output_directory=None, seeded=seeded_test_or_audit))
+            prepared.append(_prepare(path, output_directory=None, seeded=seeded_test_or_audit,
+                                     dask_address=dask_address))
         futures = [
             synthesize.submit(p.grant, p.data, p.workload, p.rngs["mechanism"], None, dask_address) for p in prepared
         ]

@@ -16,11 +16,12 @@ from dqrelease.inputs.schema import Schema
 from dqrelease.mechanisms import ReleasePlan
 from dqrelease.outputs.decode import published_labels
 from dqrelease.outputs.manifest import build_manifest, write_json
-from dqrelease.outputs.publish import write_outputs
+from dqrelease.outputs.publish import renders_csv, write_outputs
 from dqrelease.outputs.published_rows import PublishedRows
 from dqrelease.outputs.report import INTERNAL_BANNER, build_error_report, n_status, write_error_report
 from dqrelease.outputs.runs import RunContext
 from dqrelease.plan import mechanism_budget
+from dqrelease.runtime.chunks import cluster_chunks
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 
 
@@ -41,16 +42,21 @@ def sample_synthetic(
 @task(name="stage-outputs", **TASK_OPTIONS)
 @private_errors
 def stage_outputs(
-    config: ReleaseConfig, schema: Schema, rows: PublishedRows, run: RunContext
+    config: ReleaseConfig, schema: Schema, rows: PublishedRows, run: RunContext, dask_address: str | None = None
 ) -> tuple[dict[str, dict[str, str]], SyntheticValidation]:
     """Decode the published rows chunk by chunk, send each chunk to validation and write it to the staging directory.
 
-    Returns the outputs' hashes and the validation still running on the last chunks (:func:`check_synthetic`).
+    With ``dask_address`` the chunks are decoded and their CSV text rendered on the cluster's workers; they are
+    validated and written here, in order. Returns the outputs' hashes and the validation still running on the last
+    chunks (:func:`check_synthetic`).
     """
     validation = SyntheticValidation(schema, numeric_values=config.output.numeric_values,
                                      single_value_numbers=config.output.single_value_numbers)
+    formats = list(config.output.formats)
     try:
-        outputs = write_outputs(validation.check_each(rows.frames()), run.staging_release, list(config.output.formats))
+        with cluster_chunks(dask_address) as workers:
+            chunks = rows.rendered(csv=renders_csv(formats), workers=workers, scratch=run.staging_release)
+            outputs = write_outputs(validation.check_each(chunks), run.staging_release, formats)
     except BaseException:
         validation.abandon()
         raise

@@ -16,6 +16,7 @@ from dqrelease.inputs.ingest import ingest_source
 from dqrelease.inputs.schema import Schema, load_schema, rule_actions
 from dqrelease.outputs.private_files import write_internal
 from dqrelease.outputs.runs import RunContext
+from dqrelease.runtime.chunks import cluster_chunks
 from dqrelease.tasks.common import TASK_OPTIONS, private_errors
 from dqrelease.warehouse import private_database
 
@@ -42,15 +43,17 @@ def ingest_raw(config: ReleaseConfig, schema: Schema, run: RunContext) -> int:
 
 @task(name="validate-raw", **TASK_OPTIONS)
 @private_errors
-def validate_raw(config: ReleaseConfig, schema: Schema, run: RunContext, rows: int) -> None:
+def validate_raw(
+    config: ReleaseConfig, schema: Schema, run: RunContext, rows: int, dask_address: str | None = None
+) -> None:
     """Run the schema's expectation suite on the raw table; check the declared public n.
 
     A broken ``on_violation = "fail"`` rule stops the run here, before any charge, naming the rule only. The rows
     breaking each rule are counted into the INTERNAL :data:`RAW_RULE_REPORT` (never logged: a count can equal a
-    private ``n``).
+    private ``n``). With ``dask_address`` the table is collapsed by chunks on the cluster's workers.
     """
-    with private_database(run.database) as con:
-        broken = validate_table(con, RAW_TABLE, schema, label="raw table")
+    with private_database(run.database) as con, cluster_chunks(dask_address) as workers:
+        broken = validate_table(con, RAW_TABLE, schema, label="raw table", workers=workers)
     if schema.rules:
         actions = rule_actions(schema)
         report = {
@@ -70,7 +73,10 @@ def validate_raw(config: ReleaseConfig, schema: Schema, run: RunContext, rows: i
 
 @task(name="discretize", **TASK_OPTIONS)
 @private_errors
-def discretize_raw(schema: Schema, run: RunContext) -> Dataset:
-    """Discretize the raw table in SQL and load the codes (validated one value per block)."""
-    with private_database(run.database) as con:
-        return discretize(con, RAW_TABLE, schema)
+def discretize_raw(schema: Schema, run: RunContext, dask_address: str | None = None) -> Dataset:
+    """Discretize the raw table in SQL and load the codes (validated one value per block).
+
+    With ``dask_address`` the table is coded and grouped by chunks on the cluster's workers (the same dataset).
+    """
+    with private_database(run.database) as con, cluster_chunks(dask_address) as workers:
+        return discretize(con, RAW_TABLE, schema, workers=workers)

@@ -16,6 +16,10 @@ counted per column and the columns named (never a value), so a record gets exact
 per one-hot block). The records are then put in :class:`dq_engine.Dataset`'s canonical order
 (:meth:`~dq_engine.Dataset.from_distinct`): the dataset is the one the rows would give.
 
+On a Dask cluster the wide table is read in chunks of rows, each chunk coded and grouped on a worker by the same
+statement in an in-memory DuckDB (:func:`coded_records`), and the chunks' counts summed by record here: the same
+distinct records and counts, so the same dataset.
+
 An all-binary schema over a long basket table (format ``transactions``) becomes a sparse dataset
 (:meth:`dq_engine.Dataset.from_sparse`) straight from the ``(row_id, item)`` pairs.
 """
@@ -28,6 +32,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 import scipy.sparse as sp
 
 from dq_engine import Dataset, Domain
@@ -36,21 +41,36 @@ from dqrelease.inputs.columns import CategoricalColumn, NumericColumn
 from dqrelease.inputs.encoding import categorical_codes, domain_from_columns, numeric_buckets
 from dqrelease.inputs.ingest import is_basket_table
 from dqrelease.inputs.schema import Schema
-from dqrelease.warehouse import query_rows, render, run_script, stream_batches, table_columns
+from dqrelease.runtime.chunks import ChunkWorkers, map_chunks, sum_counts, table_chunks
+from dqrelease.warehouse import connect, query_rows, render, run_script, stream_batches, table_columns
 
-__all__ = ["discretize"]
+__all__ = ["coded_records", "discretize"]
 
 CELLS, CODES = "/* cells */", "/* codes */"
 """The markers of ``sql/discretized_records.sql`` that the per-column lines replace."""
 
+RECORD_COUNT = "record_count"
+"""The rows column of ``sql/discretized_records.sql``."""
 
-def discretize(con: duckdb.DuckDBPyConnection, raw_table: str, schema: Schema) -> Dataset:
+CHUNK_VIEW = "raw_chunk"
+"""The name a chunk of the raw table's rows has in a worker's in-memory DuckDB."""
+
+
+def discretize(
+    con: duckdb.DuckDBPyConnection, raw_table: str, schema: Schema, *, workers: ChunkWorkers | None = None
+) -> Dataset:
     """Discretize ``raw_table`` (validated against the schema suite) into an encoded dataset.
+
+    With ``workers`` (a Dask cluster's) the wide table is coded and grouped by chunks of
+    :data:`~dqrelease.runtime.chunks.READ_CHUNK_ROWS` rows on the workers, each by the same SQL in an in-memory
+    DuckDB over the chunk (:func:`coded_records`), and the chunks' counts are summed here by record
+    (:func:`~dqrelease.runtime.chunks.sum_counts`): the same dataset. A basket table is discretized here.
 
     Args:
         con: DuckDB connection holding the raw table.
         raw_table: The wide raw table, or the long basket table of a transactions source.
         schema: The public schema (the only source of value sets and bucket edges).
+        workers: The cluster's workers, or None to discretize in ``con``'s DuckDB.
 
     Returns:
         :meth:`Dataset.from_distinct` of the distinct coded records, or :meth:`Dataset.from_sparse` for an
@@ -66,9 +86,13 @@ def discretize(con: duckdb.DuckDBPyConnection, raw_table: str, schema: Schema) -
     run_script(con, "macros")
     if is_basket_table(columns, schema):
         return _discretize_baskets(con, raw_table, schema, domain)
-    cells, codes_list, params = _code_expressions(schema)
-    query = render("discretized_records", {"raw_table": raw_table}).replace(CELLS, cells).replace(CODES, codes_list)
-    records = con.sql(query, params=params).to_arrow_table()
+    if workers is None:
+        records = coded_records(con, raw_table, schema)
+    else:
+        chunks = table_chunks(con, raw_table)
+        records = sum_counts(map_chunks(_coded_chunk, chunks, workers=workers, schema=schema), count=RECORD_COUNT)
+        if records is None:  # an empty table: no chunk to send
+            records = coded_records(con, raw_table, schema)
     m = len(schema.columns)
     counts = records.column(m).to_numpy().astype(np.int64)
     uncoded = np.zeros(m, dtype=np.int64)
@@ -83,6 +107,24 @@ def discretize(con: duckdb.DuckDBPyConnection, raw_table: str, schema: Schema) -
     if domain.all_binary:  # rows in the canonical order of the distinct records: file order plays no part
         return Dataset.from_sparse(domain, _bits_of_records(dataset.codes, dataset.counts, domain.n_bits))
     return dataset
+
+
+def coded_records(con: duckdb.DuckDBPyConnection, table: str, schema: Schema) -> pa.Table:
+    """The distinct coded records of the wide ``table`` with their rows (``sql/discretized_records.sql``).
+
+    One column ``code_j`` per schema column (NULL: a cell no mapping codes), then :data:`RECORD_COUNT`.
+    """
+    run_script(con, "macros")
+    cells, codes_list, params = _code_expressions(schema)
+    query = render("discretized_records", {"raw_table": table}).replace(CELLS, cells).replace(CODES, codes_list)
+    return con.sql(query, params=params).to_arrow_table()
+
+
+def _coded_chunk(chunk: pa.RecordBatch, *, schema: Schema) -> pa.Table:
+    """:func:`coded_records` of one chunk of the raw table's rows, in an in-memory DuckDB (on a worker)."""
+    with connect(None) as con:
+        con.register(CHUNK_VIEW, chunk)
+        return coded_records(con, CHUNK_VIEW, schema)
 
 
 def _code_expressions(schema: Schema) -> tuple[str, str, dict[str, Any]]:

@@ -22,12 +22,17 @@ passed generator, so decoding adds no privacy cost (post-processing) and is repr
 **Chunks.** A :class:`RecordDecoder` decodes a table a chunk of rows at a time, and the values do not depend on
 where the chunks are cut: each numeric column draws from a generator of its own (spawned from the passed one when
 the decoder is made), one value per row in row order, so the rows of a chunk continue the stream where the
-previous chunk stopped. Only the uniform draws are random; labels and numbers of bucket labels are a lookup.
+previous chunk stopped. Only the uniform draws are random; labels and numbers of bucket labels are a lookup. To
+decode a chunk elsewhere (a Dask worker), :meth:`RecordDecoder.hand_off` gives a copy standing at the chunk's first
+row and moves this decoder past the chunk by drawing its numbers: a stream's position after a chunk is known only by
+drawing it (bounded integers reject some words), so this part is sequential and stays with the caller.
 """
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -73,6 +78,24 @@ class RecordDecoder:
         drawn = numeric if numeric_values == "uniform" else []
         self._generators = dict(zip(drawn, spawn(rng, len(drawn)) if drawn else [], strict=True))
 
+    def hand_off(self, codes: np.ndarray) -> RecordDecoder:
+        """A decoder of the next rows ``codes`` to decode elsewhere (a Dask worker); this one moves past them.
+
+        The copy's column streams stand where this decoder's stand; this decoder then draws the rows' uniform
+        numbers and drops them, so it stands where the copy will once it has decoded ``codes``. The numbers must be
+        drawn to know where a stream ends: numpy's bounded integers reject some words (Lemire's method), so how
+        many words a row takes depends on the words. With bucket labels nothing is drawn.
+
+        Raises:
+            ValueError: As :meth:`decode`.
+        """
+        piece = copy.copy(self)
+        piece._generators = copy.deepcopy(self._generators)
+        for column, code in self._column_codes(codes, numeric_only=True):
+            if column.name in self._generators:
+                _uniform(column, code, self._generators[column.name])
+        return piece
+
     def decode(self, codes: np.ndarray) -> pd.DataFrame:
         """Turn the next ``r`` rows of value codes ``(r, m)`` into a table with the schema's columns.
 
@@ -86,15 +109,8 @@ class RecordDecoder:
         Raises:
             ValueError: If ``codes`` has the wrong shape or a code outside its column's range.
         """
-        codes = np.asarray(codes)
-        m = len(self.schema.columns)
-        if codes.ndim != 2 or codes.shape[1] != m:
-            raise ValueError(f"codes must have shape (r, {m}), one column per schema column; got {codes.shape}")
         columns: dict[str, pd.api.extensions.ExtensionArray | np.ndarray] = {}
-        for j, column in enumerate(self.schema.columns):
-            code = codes[:, j].astype(np.int64)
-            if code.size and (code.min() < 0 or code.max() >= column.size):
-                raise ValueError(f"codes of column {column.name!r} must lie in 0..{column.size - 1}")
+        for column, code in self._column_codes(codes):
             if isinstance(column, CategoricalColumn):
                 columns[column.name] = _labels(column.values, code)
             elif isinstance(column, BinaryColumn):
@@ -104,6 +120,21 @@ class RecordDecoder:
             else:
                 columns[column.name] = _uniform(column, code, self._generators[column.name])
         return pd.DataFrame(columns)
+
+
+    def _column_codes(self, codes: np.ndarray, *, numeric_only: bool = False) -> Iterator[tuple[Any, np.ndarray]]:
+        """Each column (each numeric one when ``numeric_only``) with its codes, checked, in schema order."""
+        codes = np.asarray(codes)
+        m = len(self.schema.columns)
+        if codes.ndim != 2 or codes.shape[1] != m:
+            raise ValueError(f"codes must have shape (r, {m}), one column per schema column; got {codes.shape}")
+        for j, column in enumerate(self.schema.columns):
+            if numeric_only and not isinstance(column, NumericColumn):
+                continue
+            code = codes[:, j].astype(np.int64)
+            if code.size and (code.min() < 0 or code.max() >= column.size):
+                raise ValueError(f"codes of column {column.name!r} must lie in 0..{column.size - 1}")
+            yield column, code
 
 
 def decode_records(

@@ -11,13 +11,17 @@ and one Parquet row group: the CSV text (:mod:`dqrelease.outputs.csv_text`, Duck
 chunk (and hashed as it goes: it is also the DuckDB table's content hash), each chunk is inserted into the DuckDB
 table, and Parquet rows are buffered into row groups of :data:`PARQUET_ROW_GROUP_ROWS` rows. Every file's bytes
 (the DuckDB table's content) are the same whatever the chunks: CSV is formatted value by value, and each Parquet
-row group is written from one contiguous Arrow table of fixed length.
+row group is written from one contiguous Arrow table of fixed length. A chunk may also come rendered already
+(:class:`RenderedChunk`, :func:`render_chunk`: its Arrow table and CSV text made elsewhere, e.g. on a Dask worker);
+the writer then only writes it, in order.
 """
 
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
@@ -31,7 +35,10 @@ from dqrelease.inputs.config import file_sha256
 from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS
 from dqrelease.outputs.csv_text import CsvText, canonical_csv
 
-__all__ = ["PARQUET_ROW_GROUP_ROWS", "TableWriter", "canonical_csv", "table_content_hash", "write_outputs"]
+__all__ = [
+    "PARQUET_ROW_GROUP_ROWS", "RenderedChunk", "TableWriter", "canonical_csv", "render_chunk", "renders_csv",
+    "table_content_hash", "write_outputs",
+]
 
 TABLE = "synthetic"
 
@@ -48,6 +55,45 @@ CSV_SCRATCH = ".synthetic.csv.chunk"
 def table_content_hash(frame: pd.DataFrame) -> str:
     """SHA-256 of the table as the published CSV text (:func:`~dqrelease.outputs.csv_text.canonical_csv`)."""
     return hashlib.sha256(canonical_csv(frame)).hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class RenderedChunk:
+    """A chunk of the published table ready to be written: its Arrow table and, if a format needs it, its CSV text.
+
+    Attributes:
+        table: The chunk's rows (the Parquet and DuckDB formats, and the published suite's validation).
+        csv: Its CSV text (:mod:`dqrelease.outputs.csv_text`; the header line in the first chunk's), or None when
+            no format needs it.
+    """
+
+    table: pa.Table
+    csv: bytes | None = None
+
+
+def render_chunk(frame: pd.DataFrame, *, header: bool, csv: bool, scratch: Path | None = None) -> RenderedChunk:
+    """``frame`` as a :class:`RenderedChunk`: its Arrow table (the frame's dtypes decide the types) and CSV text.
+
+    The decoder's columns have one dtype per schema column whatever the rows (:mod:`dqrelease.outputs.decode`), so
+    every chunk of a table gets the same Arrow schema.
+
+    Args:
+        frame: The chunk's decoded rows.
+        header: The chunk is the table's first: its CSV text starts with the header line.
+        csv: Render the CSV text.
+        scratch: The folder DuckDB writes the text to (then read back and removed); None: a temporary folder of
+            the process's (on a Dask worker, the worker's machine's).
+    """
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if not csv:
+        return RenderedChunk(table=table)
+    with tempfile.TemporaryDirectory(dir=scratch) as folder, CsvText(Path(folder) / CSV_SCRATCH) as text:
+        return RenderedChunk(table=table, csv=text.render(table, header=header))
+
+
+def renders_csv(formats: Iterable[str]) -> bool:
+    """Whether writing ``formats`` needs the CSV text: the CSV file, or the DuckDB table's content hash."""
+    return bool({"csv", "duckdb"} & set(formats))
 
 
 class TableWriter:
@@ -74,7 +120,7 @@ class TableWriter:
             raise ValueError(f"row_group_rows ({row_group_rows}) must be at least 1")
         directory.mkdir(parents=True, exist_ok=True)
         self.directory, self.formats, self.row_group_rows = directory, list(formats), row_group_rows
-        hashed = "csv" in formats or "duckdb" in formats
+        hashed = renders_csv(formats)
         self._csv_hash = hashlib.sha256() if hashed else None
         self._csv_text = CsvText(directory / CSV_SCRATCH) if hashed else None
         self._csv: BinaryIO | None = None
@@ -93,14 +139,28 @@ class TableWriter:
     ) -> None:
         self._close()
 
-    def append(self, frame: pd.DataFrame) -> None:
-        """Write the next chunk of rows (the same columns and dtypes as the first)."""
+    def append(self, chunk: pd.DataFrame | RenderedChunk) -> None:
+        """Write the next chunk of rows: a frame (the same columns and dtypes as the first), or one rendered already.
+
+        A frame is turned into an Arrow table once, with the first chunk's schema, and its CSV text rendered here; a
+        :class:`RenderedChunk` (:func:`render_chunk`, e.g. on a Dask worker) is written as it is: its text must
+        have been rendered when the formats need it (:func:`renders_csv`), with the header line in the first chunk's
+        only.
+        """
         first = self._chunks == 0
-        table = pa.Table.from_pandas(frame, schema=self._schema, preserve_index=False)  # once, for every format
-        self._schema = table.schema
-        if self._csv_text is not None and self._csv_hash is not None:
-            text = self._csv_text.render(table, header=first)  # serialised once: the CSV file and the content hash
-            self._csv_hash.update(text)
+        if isinstance(chunk, pd.DataFrame):
+            table = pa.Table.from_pandas(chunk, schema=self._schema, preserve_index=False)  # once, for every format
+            text = self._csv_text.render(table, header=first) if self._csv_text is not None else None
+        else:
+            table, text = chunk.table, chunk.csv
+            if self._schema is not None and not table.schema.equals(self._schema, check_metadata=False):
+                raise ValueError("a rendered chunk's column types differ from the first chunk's: decode every chunk "
+                                 "with the same schema and settings")
+        self._schema = self._schema or table.schema
+        if self._csv_hash is not None:
+            if text is None:
+                raise ValueError("a rendered chunk without CSV text: render it with csv=True for these formats")
+            self._csv_hash.update(text)  # serialised once: the CSV file and the content hash
             if "csv" in self.formats:
                 if self._csv is None:
                     self._csv = (self.directory / "synthetic.csv").open("wb")
@@ -170,8 +230,12 @@ class TableWriter:
         self._csv = self._parquet = self._duckdb = self._csv_text = None
 
 
-def write_outputs(chunks: Iterable[pd.DataFrame], directory: Path, formats: list[str]) -> dict[str, dict[str, str]]:
+def write_outputs(
+    chunks: Iterable[pd.DataFrame | RenderedChunk], directory: Path, formats: list[str]
+) -> dict[str, dict[str, str]]:
     """Write the table given as consecutive ``chunks`` as ``synthetic.<format>`` files (:class:`TableWriter`).
+
+    The chunks are frames, or chunks rendered already (:meth:`TableWriter.append`).
 
     Returns:
         ``{format: {path, sha256[, table, content_sha256]}}``.

@@ -3,7 +3,8 @@
 The mechanism's result is a small set of synthetic records (weighted or not); the published table expands it to
 the requested number of rows (:meth:`dq_engine.SynthesisResult.sample_index`). A :class:`PublishedRows` holds that
 expansion as one compact index (4 bytes a row) and hands the rows out in chunks of :data:`PUBLISH_CHUNK_ROWS`:
-value codes (:meth:`PublishedRows.code_chunks`), decoded frames (:meth:`PublishedRows.frames`) and how many rows
+value codes (:meth:`PublishedRows.code_chunks`), decoded frames (:meth:`PublishedRows.frames`), decoded and rendered
+chunks ready to write, here or on a Dask cluster's workers (:meth:`PublishedRows.rendered`) and how many rows
 copy each record (:meth:`PublishedRows.record_counts`, what the error report evaluates). Nothing here holds the
 whole table: memory is the index plus one chunk.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -26,6 +28,8 @@ from dq_engine import SynthesisResult
 from dqrelease.inputs.schema import Schema
 from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS
 from dqrelease.outputs.decode import RecordDecoder
+from dqrelease.outputs.publish import RenderedChunk, render_chunk
+from dqrelease.runtime.chunks import ChunkWorkers, map_chunks
 
 __all__ = ["PUBLISH_CHUNK_ROWS", "PublishedRows"]
 
@@ -98,6 +102,30 @@ class PublishedRows:
         for codes in self.code_chunks():
             yield decoder.decode(codes)
 
+    def rendered(
+        self, *, csv: bool, workers: ChunkWorkers | None = None, scratch: Path | None = None
+    ) -> Iterator[RenderedChunk]:
+        """The rows decoded and rendered (:func:`~dqrelease.outputs.publish.render_chunk`) a chunk at a time, in order.
+
+        Without ``workers`` each chunk is decoded and rendered here, the CSV text in ``scratch``. With them each
+        chunk's codes go to a worker with a decoder standing where the chunk starts
+        (:meth:`~dqrelease.outputs.decode.RecordDecoder.hand_off`, which draws the chunk's uniform numbers here to
+        move past them) and come back decoded and rendered: the same tables and text, the same bytes once written.
+
+        Args:
+            csv: Render each chunk's CSV text (the CSV file, or the DuckDB table's content hash, needs it).
+            workers: A Dask cluster's workers, or None.
+            scratch: The folder the CSV text is rendered in here (None: a temporary folder); workers use their own.
+        """
+        decoder = copy.deepcopy(self.decoder)
+        elsewhere = workers is not None
+
+        def pieces() -> Iterator[_Piece]:
+            for number, codes in enumerate(self.code_chunks()):
+                yield _Piece(codes=codes, decoder=decoder.hand_off(codes) if elsewhere else decoder, first=number == 0)
+
+        return map_chunks(_render_piece, pieces(), workers=workers, csv=csv, scratch=None if elsewhere else scratch)
+
     def record_counts(self) -> np.ndarray:
         """How many published rows copy each record (``int64``, one per record), summed chunk by chunk."""
         counts = np.zeros(self.records.shape[0], dtype=np.int64)
@@ -108,3 +136,23 @@ class PublishedRows:
     def _index_chunks(self) -> Iterator[np.ndarray]:
         for start in range(0, self.n_rows, self.chunk_rows):
             yield self.index[start : start + self.chunk_rows]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class _Piece:
+    """One chunk of the published rows to decode.
+
+    Attributes:
+        codes: Its rows' value codes.
+        decoder: A decoder standing at its first row.
+        first: It is the table's first chunk (its CSV text starts with the header line).
+    """
+
+    codes: np.ndarray
+    decoder: RecordDecoder
+    first: bool
+
+
+def _render_piece(piece: _Piece, *, csv: bool, scratch: Path | None) -> RenderedChunk:
+    """Decode and render one chunk (here, or on a Dask worker)."""
+    return render_chunk(piece.decoder.decode(piece.codes), header=piece.first, csv=csv, scratch=scratch)

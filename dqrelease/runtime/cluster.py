@@ -2,9 +2,11 @@
 
 ``run.dask_address`` (or ``dqrelease run --dask ADDRESS``) is either the address of an existing Dask
 scheduler (``tcp://scheduler:8786``) or ``local`` / ``local:N`` for a cluster of ``N`` (default 2) worker
-processes on this machine. What runs there: answering the workload on the private data (partitioned by
-marginal), the mechanism (several releases fan out in parallel in ``release_many``) and FEM's independent
-oracle calls of a round. Results are identical to a single-machine run with the same seed.
+processes on this machine. What runs there: raw-table validation and discretization by chunks of rows, answering
+the workload on the private data (partitioned by marginal), the mechanism (several releases fan out in parallel in
+``release_many``), FEM's independent oracle calls of a round, and the decoding and CSV text of the published rows by
+chunks (:mod:`dqrelease.runtime.chunks`). Ingest, the sums of the chunks' counts, the published rows' draw and their
+writing stay on the driver. Results are identical to a single-machine run with the same seed.
 
 Dask workers report task states and artifacts to the same Prefect API as the flow: a local cluster's workers
 inherit it through :func:`dqrelease.runtime.prefect_server.shared_api` (which starts Prefect's temporary server
@@ -47,7 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DASK_EXTRA", "INSECURE_FLAG", "PROGRESS_TOPIC", "SCHEDULER_TIMEOUT", "DaskAccess", "Scheduler", "TlsFiles",
-    "check_scheduler", "dask_executor", "dask_scheduler", "forward_progress", "local_worker_count",
+    "check_scheduler", "dask_executor", "dask_scheduler", "flow_client_kwargs", "forward_progress",
+    "local_worker_count",
 ]
 
 PROGRESS_TOPIC = "dqrelease-progress"
@@ -331,10 +334,23 @@ def dask_executor(address: str) -> Iterator[Executor]:
     Inside a Dask worker (the mechanism task of a flow on a ``DaskTaskRunner``) the worker's own client is
     used, and the task secedes from the worker's thread pool while it waits: otherwise the calls it submits
     could queue behind it on a one-thread worker forever; it connects as the worker does (over TLS on a TLS
-    cluster). Elsewhere (tests, the Python API) a client connects to ``address`` with Dask's configured security.
+    cluster). Elsewhere a client connects to ``address`` as the running flow's task runner does
+    (:func:`flow_client_kwargs`).
     Futures are submitted with ``pure=False``: two calls are never merged because their arguments look alike.
     """
     from distributed import Client, worker_client
 
-    with worker_client() if _inside_dask_worker() else Client(address) as client:
+    with worker_client() if _inside_dask_worker() else Client(address, **flow_client_kwargs()) as client:
         yield client.get_executor(pure=False)
+
+
+def flow_client_kwargs() -> dict[str, Any]:
+    """How a client of the running flow's cluster connects: its ``DaskTaskRunner``'s security, if it has one.
+
+    Outside a flow on a ``DaskTaskRunner`` (tests, the Python API): no keyword, Dask's configured security.
+    """
+    from prefect.context import FlowRunContext
+
+    runner = getattr(FlowRunContext.get(), "task_runner", None)
+    security = (getattr(runner, "client_kwargs", None) or {}).get("security")
+    return {} if security is None else {"security": security}

@@ -1,0 +1,114 @@
+"""The stages that touch every row, by chunk on a 2-worker Dask cluster: the local path's results, on both workers."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import dqrelease.runtime.chunks as chunks_module
+from dq_engine import make_rng
+from dqrelease.errors import ValidationFailedError
+from dqrelease.expectations.validate import validate_table
+from dqrelease.inputs.discretize import discretize
+from dqrelease.outputs.csv_text import canonical_csv
+from dqrelease.outputs.publish import write_outputs
+from dqrelease.outputs.published_rows import PublishedRows
+from dqrelease.runtime.chunks import ChunkWorkers
+from dqrelease.warehouse import connect
+from tests.constraints.test_rules_pipeline import _raw_frame, _schema, _store
+from tests.pipeline.test_streaming_outputs import FORMATS, RECORDS, ROWS, SCHEMA, _records, _result
+from tests.pipeline.test_validation_distinct import _rows
+
+distributed = pytest.importorskip("distributed")
+
+pytestmark = pytest.mark.slow
+
+CHUNK_ROWS = 128
+"""Rows per chunk in these tests: the tables below span several chunks."""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[distributed.LocalCluster]:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as local:
+        yield local
+
+
+@pytest.fixture()
+def workers(cluster, monkeypatch) -> Iterator[ChunkWorkers]:
+    monkeypatch.setattr(chunks_module, "READ_CHUNK_ROWS", CHUNK_ROWS)
+    with distributed.Client(cluster.scheduler_address, set_as_default=False) as client:
+        yield ChunkWorkers.of(client)
+
+
+def _ran_on(stream: list[dict], function: str) -> list[str]:
+    """The worker of every task of ``function`` in a Dask task stream."""
+    return [task["worker"] for task in stream if task["key"].startswith(function)]
+
+
+def test_discretization_by_chunk_on_workers_is_the_local_dataset(workers: ChunkWorkers):
+    schema = _schema()
+    with connect(None) as con:
+        _store(con, _raw_frame(1000, seed=7))  # 8 chunks
+        alone = discretize(con, "raw", schema)
+        with distributed.get_task_stream(client=workers.client) as stream:
+            chunked = discretize(con, "raw", schema, workers=workers)
+    assert chunked.n == alone.n == 1000
+    np.testing.assert_array_equal(chunked.codes, alone.codes)
+    np.testing.assert_array_equal(chunked.counts, alone.counts)
+    assert chunked.codes.dtype == alone.codes.dtype and chunked.domain == alone.domain
+    ran_on = _ran_on(stream.data, "_coded_chunk")
+    assert len(ran_on) == 8 and set(ran_on) == set(workers.addresses)
+
+
+def test_raw_validation_by_chunk_on_workers_fails_as_the_local_path(workers: ChunkWorkers):
+    schema = _schema()
+    with connect(None) as con:
+        _store(con, _rows(1500, seed=11))  # 12 chunks
+        with pytest.raises(ValidationFailedError) as alone:
+            validate_table(con, "raw", schema, label="raw table")
+        with distributed.get_task_stream(client=workers.client) as stream, \
+                pytest.raises(ValidationFailedError) as chunked:
+            validate_table(con, "raw", schema, label="raw table", workers=workers)
+    assert chunked.value.failures == alone.value.failures
+    assert str(chunked.value) == str(alone.value)
+    assert {f.get("rule") for f in alone.value.failures} >= {"red is small", "no flag without a note"}
+    ran_on = _ran_on(stream.data, "_grouped_chunk")
+    assert len(ran_on) == 12 and set(ran_on) == set(workers.addresses)
+
+
+def test_raw_rule_counts_by_chunk_on_workers_are_the_local_counts(workers: ChunkWorkers):
+    schema = _schema(on_violation="report")
+    with connect(None) as con:
+        _store(con, _raw_frame(600, seed=3))
+        alone = validate_table(con, "raw", schema, label="raw table")
+        chunked = validate_table(con, "raw", schema, label="raw table", workers=workers)
+    assert chunked == alone and any(alone.values())
+
+
+@pytest.mark.parametrize("numeric_values", ["uniform", "bucket_label"])
+def test_published_rows_decoded_and_rendered_on_workers_are_the_local_bytes(workers, tmp_path, numeric_values):
+    result = _result(_records(1), make_rng(2).random(RECORDS))
+    rows = PublishedRows.draw(result, ROWS, make_rng(5), schema=SCHEMA, numeric_values=numeric_values,
+                              chunk_rows=128)  # 8 chunks
+    written = {}
+    with distributed.get_task_stream(client=workers.client) as stream:
+        for where, chunks in [("frames", rows.frames()), ("here", rows.rendered(csv=True)),
+                              ("workers", rows.rendered(csv=True, workers=workers))]:
+            outputs = write_outputs(chunks, tmp_path / where, FORMATS)
+            folder = tmp_path / where
+            written[where] = ((folder / "synthetic.csv").read_bytes(), (folder / "synthetic.parquet").read_bytes(),
+                              outputs["duckdb"]["content_sha256"])
+    assert written["workers"] == written["here"] == written["frames"]
+    if numeric_values == "uniform":  # the numbers are drawn: a decoder that restarted each chunk's streams differs
+        restarted = b"".join(
+            canonical_csv(copy.deepcopy(rows.decoder).decode(codes), header=number == 0)
+            for number, codes in enumerate(rows.code_chunks())
+        )
+        assert restarted != written["here"][0]
+    ran_on = _ran_on(stream.data, "_render_piece")
+    assert len(ran_on) == 8 and set(ran_on) == set(workers.addresses)
+
