@@ -58,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -221,8 +222,13 @@ def past(stop_at: str | None) -> bool:
     return stop_at is not None and seconds_until(stop_at) == 0
 
 
-def measure_width(columns: int, args: argparse.Namespace, env: dict[str, str]) -> dict:
-    """Generate the table of ``columns`` columns, plan its default, release the default or each fix; the record."""
+def measure_width(columns: int, args: argparse.Namespace, env: dict[str, str], *,
+                  save: Callable[[dict], None]) -> dict:
+    """Generate the table of ``columns`` columns, plan its default, release the default or each fix; the record.
+
+    ``save`` is called with the record so far after the plan and after each run (a run stopped at a deadline keeps
+    what finished).
+    """
     work = args.work / f"binary-{columns}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -235,6 +241,7 @@ def measure_width(columns: int, args: argparse.Namespace, env: dict[str, str]) -
         config = write_binary_release(default, columns=columns, n=args.rows, mechanism=args.mechanism, fit=args.fit,
                                       run=args.run, parquet=table)
         record["default_plan"] = plan_verdict(config, env)
+        save(record)
         fixes = ([None] if record["default_plan"]["accepted"]
                  else sorted(record["default_plan"]["fixes"], key=lambda fix: shown_size(fix["forecast"])))
         for index, fix in enumerate(fixes):
@@ -252,6 +259,7 @@ def measure_width(columns: int, args: argparse.Namespace, env: dict[str, str]) -
                 record["runs"].append(release_one(folder, table=table, columns=columns, fix=fix, args=args, env=env))
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
+            save(record)
             print(json.dumps({key: record["runs"][-1].get(key) for key in (
                 "variant", "status", "error", "wall_seconds", "peak_rss_tree_gb", "forecast_over_measured")}),
                 flush=True)
@@ -320,13 +328,18 @@ def main() -> None:
         records = [r for r in json.loads(args.out.read_text())["records"] if r["columns"] not in widths]
     env = environment(args.prefect_home or args.work / "prefect-home")
     prepare_prefect_home(env)
+    def save(done: list[dict], *, complete: bool) -> None:
+        result = {"command": public_text(" ".join([".venv/bin/python", *sys.argv])), "smoke": args.smoke,
+                  "complete": complete, "cap_minutes": args.cap_minutes, "interval_seconds": args.interval,
+                  "records": done}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1, default=float))
+        args.out.with_suffix(".md").write_text(results_markdown([r for r in done if "default_plan" in r]))
+
     for columns in widths:
-        records.append(measure_width(columns, args, env))
-    result = {"command": public_text(" ".join([".venv/bin/python", *sys.argv])), "smoke": args.smoke,
-              "cap_minutes": args.cap_minutes, "interval_seconds": args.interval, "records": records}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1, default=float))
-    args.out.with_suffix(".md").write_text(results_markdown(records))
+        records.append(measure_width(columns, args, env, save=lambda partial: save([*records, partial],
+                                                                                    complete=False)))
+    save(records, complete=True)
 
 
 if __name__ == "__main__":

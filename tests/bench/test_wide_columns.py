@@ -36,7 +36,7 @@ def _smoke(tmp_path: Path, *extra: str) -> dict:
 def test_smoke_run_releases_each_fix_plan_names_with_its_forecast_and_measured_peak(tmp_path: Path):
     report = _smoke(tmp_path)
 
-    assert report["smoke"] is True
+    assert report["smoke"] is True and report["complete"] is True
     [record] = report["records"]
     assert (record["columns"], record["rows"]) == (30, 2_000)
     assert record["table"]["dependent_columns"] == 8  # columns 1, 5, ..., 29 and record["table"]["parquet_mb"] > 0
