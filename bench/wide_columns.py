@@ -189,7 +189,7 @@ def release_one(work: Path, *, table: Path, columns: int, fix: dict | None, args
     measured = run.peak_rss_tree_gb
     floor = next((stage["peak_rss_gb"] for stage in stages if stage["stage"] == "startup"), None)
     forecast = record["forecast"].get("memory_forecast_gb")
-    complete = forecast is not None and not run.timed_out and not run.memory_exceeded
+    complete = forecast is not None and run.returncode == 0 and not run.timed_out and not run.memory_exceeded
     record.update(
         status=("over memory" if run.memory_exceeded else "capped" if run.timed_out
                 else "released" if run.returncode == 0 else "killed" if run.returncode < 0 else "failed"),
