@@ -43,24 +43,37 @@ UNREADABLE_SOURCE = "this,is,not,the,table\n"
 the refusal tests check that a refused plan never opened it)."""
 
 
+def binary_column_name(index: int) -> str:
+    """The name of the generated schema's ``index``-th binary column."""
+    return f"item{index}"
+
+
 def write_binary_release(
-    folder: Path, *, columns: int, n: int, mechanism: str = "", fit: str = "", run: str = ""
+    folder: Path, *, columns: int, n: int, mechanism: str = "", fit: str = "", run: str = "",
+    parquet: Path | None = None,
 ) -> Path:
     """Write a schema of ``columns`` binary columns, its source file and a release config; returns the config's path.
 
     The config has the default mechanism and workload at ε = 1; ``mechanism``, ``fit`` and ``run`` are the bodies of
-    ``[mechanism]``, ``[mechanism.fit]`` and ``[run]`` (TOML lines).
+    ``[mechanism]``, ``[mechanism.fit]`` and ``[run]`` (TOML lines; an empty ``[mechanism.fit]`` or ``[run]`` is left
+    out). The source is :data:`UNREADABLE_SOURCE` as CSV, or the Parquet file ``parquet`` (columns named by
+    :func:`binary_column_name`).
     """
     (folder / "schema.toml").write_text(
-        "".join(f'[[columns]]\nname = "item{i}"\ntype = "binary"\n\n' for i in range(columns)))
-    (folder / "data.csv").write_text(UNREADABLE_SOURCE)
+        "".join(f'[[columns]]\nname = "{binary_column_name(i)}"\ntype = "binary"\n\n' for i in range(columns)))
+    if parquet is None:
+        (folder / "data.csv").write_text(UNREADABLE_SOURCE)
+        source = 'format = "csv"\npaths = ["data.csv"]'
+    else:
+        source = f'format = "parquet"\npaths = [{json.dumps(str(parquet))}]'
+    fit_section = f"[mechanism.fit]\n{fit}\n" if fit else ""
+    run_section = f"[run]\n{run}\n" if run else ""
     config = folder / "release.toml"
     config.write_text(f"""name = "binary-{columns}"
 schema_file = "schema.toml"
 
 [source]
-format = "csv"
-paths = ["data.csv"]
+{source}
 
 [privacy]
 n = {n}
@@ -70,9 +83,7 @@ delta = 1e-6
 [mechanism]
 {mechanism}
 
-[mechanism.fit]
-{fit}
-
+{fit_section}
 [accuracy]
 worst_one_way_cell = 1.0
 
@@ -85,9 +96,7 @@ initial_cap_delta = 1e-5
 [output]
 directory = "out"
 
-[run]
-{run}
-""")
+{run_section}""")
     return config
 
 

@@ -227,11 +227,16 @@ class TreeMemory:
 
     ``series`` keeps every sample of the tree as ``(seconds since the sampler started, bytes)`` when asked to.
     The tree's RSS is the sum over its processes, so pages they share (a forked child's) count once per process.
+    With ``kill_above`` (bytes), a sample over it kills the tree and sets ``exceeded`` (a benchmark that would
+    otherwise take the memory of the other jobs on the machine).
     """
 
-    def __init__(self, pid: int, interval: float = 0.1, *, keep_series: bool = False) -> None:
+    def __init__(self, pid: int, interval: float = 0.1, *, keep_series: bool = False,
+                 kill_above: int | None = None) -> None:
         self.process = psutil.Process(pid)
         self.interval = interval
+        self.kill_above = kill_above
+        self.exceeded = False
         self.peak_main = 0
         self.peak_tree = 0
         self.series: list[tuple[float, int]] | None = [] if keep_series else None
@@ -254,6 +259,10 @@ class TreeMemory:
             self.peak_tree = max(self.peak_tree, tree)
             if self.series is not None:
                 self.series.append((time.monotonic() - self._began, tree))
+            if self.kill_above is not None and tree > self.kill_above:
+                self.exceeded = True
+                _kill_tree(self.process)
+                break
             time.sleep(self.interval)
 
     def stop(self) -> None:
@@ -274,6 +283,7 @@ class TimedProcess:
         peak_rss_main_gb: Peak RSS of the process itself.
         peak_rss_tree_gb: Peak RSS summed over its process tree.
         samples: The tree's RSS samples as ``(clock seconds, bytes)`` (:func:`clock_seconds` of each sample).
+        memory_exceeded: Whether the tree went over ``run_timed``'s ``kill_above`` and was killed for it.
     """
 
     returncode: int
@@ -284,6 +294,7 @@ class TimedProcess:
     peak_rss_main_gb: float
     peak_rss_tree_gb: float
     samples: list[tuple[float, int]]
+    memory_exceeded: bool = False
 
 
 def _kill_tree(process: psutil.Process) -> None:
@@ -297,12 +308,15 @@ def _kill_tree(process: psutil.Process) -> None:
 
 
 def run_timed(command: list[str], *, env: dict[str, str], timeout: float, interval: float = 0.1,
-              cwd: Path = ROOT) -> TimedProcess:
-    """Run ``command``, sampling its process tree's RSS every ``interval`` seconds; kill the tree at ``timeout``."""
+              cwd: Path = ROOT, kill_above: int | None = None) -> TimedProcess:
+    """Run ``command``, sampling its process tree's RSS every ``interval`` seconds; kill the tree at ``timeout``.
+
+    With ``kill_above`` (bytes) the tree is also killed when a sample exceeds it (``memory_exceeded``).
+    """
     launched = clock_seconds(datetime.now())
     began = time.perf_counter()
     child = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    memory = TreeMemory(child.pid, interval, keep_series=True)
+    memory = TreeMemory(child.pid, interval, keep_series=True, kill_above=kill_above)
     timed_out = False
     try:
         output, _ = child.communicate(timeout=timeout)
@@ -316,4 +330,5 @@ def run_timed(command: list[str], *, env: dict[str, str], timeout: float, interv
         returncode=child.returncode, timed_out=timed_out, wall_seconds=wall, launched=launched, output=output,
         peak_rss_main_gb=memory.peak_main / 2**30, peak_rss_tree_gb=memory.peak_tree / 2**30,
         samples=[(launched + seconds, rss) for seconds, rss in memory.series or []],
+        memory_exceeded=memory.exceeded,
     )

@@ -217,6 +217,7 @@ def plan_forecast(config: Path) -> dict:
     return {"mechanism": plan.mechanism, "rounds": plan.parameters.get("rounds"),
             "fit_rounds": 0 if plan.fit is None else int(plan.fit.rounds),
             "memory_forecast_gb": round(memory.total / 2**30, 3),
+            "memory_forecast_parts_gb": {part: round(size / 2**30, 4) for part, size in memory.parts.items()},
             "time_forecast_seconds": [round(forecast.low, 1), round(forecast.high, 1)],
             "plan_seconds": round(time.perf_counter() - began, 3)}
 
