@@ -20,6 +20,7 @@ private table has).
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -40,6 +41,13 @@ __all__ = ["READ_CHUNK_ROWS", "ChunkWorkers", "cluster_chunks", "map_chunks", "s
 READ_CHUNK_ROWS = 1_000_000
 """Rows of the working table per chunk when validation and discretization run on a cluster's workers (read at the
 call, so tests may lower it). Publishing cuts its rows by :data:`dqrelease.memory_estimate.PUBLISH_CHUNK_ROWS`."""
+
+ALIGNMENT_HANDLING = ("ACERO_ALIGNMENT_HANDLING", "reallocate")
+"""Arrow's setting for buffers that are not aligned to their type: copy them, silently. A part fetched from a Dask
+worker is unpickled into buffers at any offset, and Arrow's default (``warn``) prints a warning line for each
+:func:`sum_counts` over such parts. Arrow reads the setting once, at the first aggregation of the process, so it is
+set (unless the environment sets it) when this module is imported."""
+os.environ.setdefault(*ALIGNMENT_HANDLING)
 
 IN_FLIGHT_PER_WORKER = 2
 """Chunks out per worker at a time: one running and one on its way, so no worker waits for the next chunk."""
