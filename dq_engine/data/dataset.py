@@ -34,11 +34,6 @@ from dq_engine.errors import DomainError
 __all__ = ["Dataset"]
 
 
-def _code_dtype(domain: Domain) -> np.dtype:
-    largest = int(domain.sizes.max())
-    return np.dtype(np.uint8 if largest <= 256 else np.uint16 if largest <= 65536 else np.uint32)
-
-
 @dataclass(frozen=True, eq=False)
 class Dataset:
     """An encoded private dataset.
@@ -224,4 +219,4 @@ def _checked_codes(domain: Domain, codes: np.ndarray) -> np.ndarray:
                 f"column {attribute.name!r} has a code outside 0..{attribute.size - 1}; "
                 "fix the discretization or the schema's value set"
             )
-    return np.ascontiguousarray(codes.astype(_code_dtype(domain)))
+    return np.ascontiguousarray(codes.astype(domain.code_dtype, copy=False))

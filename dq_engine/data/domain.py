@@ -117,6 +117,12 @@ class Domain:
         return np.array([a.size for a in self.attributes], dtype=np.int64)
 
     @cached_property
+    def code_dtype(self) -> np.dtype:
+        """The smallest unsigned integer type that holds every attribute's codes (a dataset stores its codes so)."""
+        largest = int(self.sizes.max())
+        return np.dtype(np.uint8 if largest <= 256 else np.uint16 if largest <= 65536 else np.uint32)
+
+    @cached_property
     def is_binary(self) -> np.ndarray:
         """Boolean mask of natively binary attributes, shape ``(m,)``."""
         return np.array([a.binary for a in self.attributes], dtype=bool)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 import duckdb
@@ -51,6 +52,12 @@ CELLS, CODES = "/* cells */", "/* codes */"
 
 RECORD_COUNT = "record_count"
 """The rows column of ``sql/discretized_records.sql``."""
+
+SQL_CODE_TYPES = {np.dtype(np.uint8): "utinyint", np.dtype(np.uint16): "usmallint", np.dtype(np.uint32): "uinteger"}
+"""DuckDB's type for each code width of :attr:`dq_engine.Domain.code_dtype`."""
+
+BATCH_CELLS = 1 << 24
+"""Cells of the distinct records copied from Arrow into the code matrix at a time (:func:`_code_matrix`)."""
 
 CHUNK_VIEW = "raw_chunk"
 """The name a chunk of the raw table's rows has in a worker's in-memory DuckDB."""
@@ -86,37 +93,37 @@ def discretize(
     run_script(con, "macros")
     if is_basket_table(columns, schema):
         return _discretize_baskets(con, raw_table, schema, domain)
+    batch_rows = max(1, BATCH_CELLS // len(schema.columns))
     if workers is None:
-        records = coded_records(con, raw_table, schema)
+        query, params = _records_query(raw_table, schema, domain)
+        reader = con.sql(query, params=params).to_arrow_reader(batch_rows)
+        try:
+            codes, counts, uncoded = _code_matrix(reader, domain)
+        finally:
+            reader.close()
     else:
         chunks = table_chunks(con, raw_table)
         records = sum_counts(map_chunks(_coded_chunk, chunks, workers=workers, schema=schema), count=RECORD_COUNT)
         if records is None:  # an empty table: no chunk to send
             records = coded_records(con, raw_table, schema)
-    m = len(schema.columns)
-    counts = records.column(m).to_numpy().astype(np.int64)
-    uncoded = np.zeros(m, dtype=np.int64)
-    codes = np.zeros((records.num_rows, m), dtype=np.int32)  # the dataset compacts them
-    for j in range(m):
-        column = records.column(j)
-        valid = column.is_valid().to_numpy(zero_copy_only=False)
-        uncoded[j] = int(counts[~valid].sum())
-        codes[valid, j] = column.drop_null().to_numpy()
+        codes, counts, uncoded = _code_matrix(records.to_batches(batch_rows), domain)
+        del records
     _check_coded(schema, uncoded)
     dataset = Dataset.from_distinct(domain, codes, counts)
+    del codes
     if domain.all_binary:  # rows in the canonical order of the distinct records: file order plays no part
-        return Dataset.from_sparse(domain, _bits_of_records(dataset.codes, dataset.counts, domain.n_bits))
+        return Dataset.from_sparse(domain, _bits_of_records(dataset.codes, dataset.counts))
     return dataset
 
 
 def coded_records(con: duckdb.DuckDBPyConnection, table: str, schema: Schema) -> pa.Table:
     """The distinct coded records of the wide ``table`` with their rows (``sql/discretized_records.sql``).
 
-    One column ``code_j`` per schema column (NULL: a cell no mapping codes), then :data:`RECORD_COUNT`.
+    One column ``code_j`` per schema column (the domain's code width; NULL: a cell no mapping codes), then
+    :data:`RECORD_COUNT`.
     """
     run_script(con, "macros")
-    cells, codes_list, params = _code_expressions(schema)
-    query = render("discretized_records", {"raw_table": table}).replace(CELLS, cells).replace(CODES, codes_list)
+    query, params = _records_query(table, schema, domain_from_columns(schema.columns))
     return con.sql(query, params=params).to_arrow_table()
 
 
@@ -127,8 +134,45 @@ def _coded_chunk(chunk: pa.RecordBatch, *, schema: Schema) -> pa.Table:
         return coded_records(con, CHUNK_VIEW, schema)
 
 
-def _code_expressions(schema: Schema) -> tuple[str, str, dict[str, Any]]:
+def _records_query(table: str, schema: Schema, domain: Domain) -> tuple[str, dict[str, Any]]:
+    """``sql/discretized_records.sql`` over ``table`` with the schema's select lists, and its parameters."""
+    cells, codes_list, params = _code_expressions(schema, SQL_CODE_TYPES[domain.code_dtype])
+    return render("discretized_records", {"raw_table": table}).replace(CELLS, cells).replace(CODES, codes_list), params
+
+
+def _code_matrix(batches: Iterable[pa.RecordBatch], domain: Domain) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct records' codes (the domain's code width), their rows, and the rows of uncoded cells per column.
+
+    The record batches are copied into the code matrix one at a time, so the records are held once in their
+    compact form (1 byte a cell for codes below 256), not as Arrow columns beside a wider copy.
+    """
+    m = len(domain)
+    uncoded = np.zeros(m, dtype=np.int64)
+    code_parts, count_parts = [], []
+    for batch in batches:
+        counts = batch.column(m).to_numpy().astype(np.int64)
+        codes = np.zeros((batch.num_rows, m), dtype=domain.code_dtype)
+        for j in range(m):
+            column = batch.column(j)
+            if column.null_count:
+                valid = column.is_valid().to_numpy(zero_copy_only=False)
+                uncoded[j] += int(counts[~valid].sum())
+                codes[valid, j] = column.drop_null().to_numpy()
+            else:
+                codes[:, j] = column.to_numpy()
+        code_parts.append(codes)
+        count_parts.append(counts)
+    if not code_parts:
+        return np.zeros((0, m), dtype=domain.code_dtype), np.zeros(0, dtype=np.int64), uncoded
+    codes = code_parts[0] if len(code_parts) == 1 else np.concatenate(code_parts)
+    return codes, np.concatenate(count_parts), uncoded
+
+
+def _code_expressions(schema: Schema, code_type: str) -> tuple[str, str, dict[str, Any]]:
     """The cells' and the codes' select lists (schema order) and their bound parameters (public values only).
+
+    Every code is of the SQL type ``code_type`` (:data:`SQL_CODE_TYPES`: the domain's code width), so that
+    DuckDB's grouped records and what leaves DuckDB hold a code in as few bytes as the dataset does.
 
     Raises:
         ValidationFailedError: A mapping gives one raw value of a column two codes, or two buckets of a numeric
@@ -147,18 +191,18 @@ def _code_expressions(schema: Schema) -> tuple[str, str, dict[str, Any]]:
         cells.append(f"columns(lambda c: c = $name_{j}) as cell_{j}")
         name = f"cell_{j}"
         params[f"missing_{j}"] = _missing_code(column)
-        missing = f"$missing_{j}::integer"
+        missing = f"$missing_{j}::{code_type}"
         if isinstance(column, NumericColumn):
             number = f"parse_number({name})"
             cases = []
             for k, (lo, hi, code) in enumerate(buckets[column.name]):
                 params[f"lo_{j}_{k}"], params[f"hi_{j}_{k}"], params[f"code_{j}_{k}"] = lo, hi, code
-                cases.append(f"when {number} >= $lo_{j}_{k} and {number} < $hi_{j}_{k} then $code_{j}_{k}::integer")
+                cases.append(f"when {number} >= $lo_{j}_{k} and {number} < $hi_{j}_{k} then $code_{j}_{k}::{code_type}")
             expressions.append(f"case when {number} is null then {missing} {' '.join(cases)} end as code_{j}")
         else:
             params[f"keys_{j}"] = [value for value, _ in values[column.name]]
             params[f"codes_{j}"] = [code for _, code in values[column.name]]
-            expressions.append(f"value_code({name}, $keys_{j}, $codes_{j}::integer[], {missing}) as code_{j}")
+            expressions.append(f"value_code({name}, $keys_{j}, $codes_{j}::{code_type}[], {missing}) as code_{j}")
     return ",\n        ".join(cells), "".join(f"{expression},\n    " for expression in expressions), params
 
 
@@ -213,10 +257,25 @@ def _check_coded(schema: Schema, uncoded: np.ndarray) -> None:
 
 
 # ---------------------------------------------------------------------- loading
-def _bits_of_records(codes: np.ndarray, counts: np.ndarray, d: int) -> sp.csc_array:
-    """The 0/1 matrix of the rows the distinct ``codes`` stand for (each repeated ``counts`` times)."""
-    rows, cols = np.nonzero(np.repeat(codes, counts, axis=0))
-    return _bits(rows, cols, int(counts.sum()), d)
+def _bits_of_records(codes: np.ndarray, counts: np.ndarray) -> sp.csc_array:
+    """The 0/1 matrix ``(n, m)`` of the rows the distinct binary ``codes`` stand for (each repeated ``counts`` times).
+
+    Built column by column as a CSC matrix (row indices ascending in each column), never as the dense rows: the
+    row indices take 4 bytes a one (8 beyond 2**31 rows) and the values 1 byte.
+    """
+    n = int(counts.sum())
+    index_dtype = np.int32 if n < np.iinfo(np.int32).max else np.int64
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    ones_per_column = [int(counts[codes[:, j] != 0].sum()) for j in range(codes.shape[1])]
+    indptr = np.concatenate([[0], np.cumsum(ones_per_column)]).astype(index_dtype)
+    indices = np.empty(int(indptr[-1]), dtype=index_dtype)
+    for j in range(codes.shape[1]):
+        records = np.flatnonzero(codes[:, j])
+        lengths = counts[records]
+        # the rows of the records with a one, each record's block of rows in turn: its start, then +1, +2, ...
+        first = np.repeat(starts[records] - (np.cumsum(lengths) - lengths), lengths)
+        indices[indptr[j]:indptr[j + 1]] = first + np.arange(first.size)
+    return sp.csc_array((np.ones(indices.size, dtype=bool), indices, indptr), shape=(n, codes.shape[1]))
 
 
 def _discretize_baskets(con: duckdb.DuckDBPyConnection, raw_table: str, schema: Schema, domain: Domain) -> Dataset:

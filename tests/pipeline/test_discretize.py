@@ -217,6 +217,51 @@ def test_wide_binary_columns_become_a_sparse_dataset(con):
     assert sorted(map(tuple, dataset.bits.toarray().astype(int))) == [(0, 0, 0), (1, 0, 0), (1, 1, 0)]
 
 
+def test_the_sparse_matrix_of_distinct_binary_records_is_the_matrix_of_their_rows():
+    """Column-by-column CSC of records repeated by their counts = the dense rows' matrix (4-byte row indices)."""
+    rng = np.random.default_rng(11)
+    codes = (rng.random((300, 40)) < 0.3).astype(np.uint8)
+    codes[7] = 0  # a record with no one
+    counts = rng.integers(1, 9, size=300)
+    matrix = discretize_module._bits_of_records(codes, counts)
+    np.testing.assert_array_equal(matrix.toarray(), np.repeat(codes, counts, axis=0).astype(bool))
+    assert matrix.has_sorted_indices and matrix.indices.dtype == np.int32
+
+
+def test_wide_binary_discretization_holds_about_the_compact_codes(con):
+    """numpy's peak while discretizing 400 binary columns x 20,000 distinct rows (tracemalloc sees numpy's buffers).
+
+    The distinct records are copied from DuckDB a batch at a time into a 1-byte code matrix, and the sparse matrix
+    is built by column: measured 2.7 bytes a cell (the dataset's codes, its canonical copy, the CSC's 5 bytes a
+    one at a density of 0.3). Before, int32 codes beside the dense rows and int64 coordinates of every one took
+    about 17: the bound, 6 bytes a cell, separates the two with room on both sides.
+    """
+    import tracemalloc
+
+    columns, rows = 400, 20_000
+    names = [f"c{j}" for j in range(columns)]
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame((rng.random((rows, columns)) < 0.3).astype(np.int8), columns=names)
+    con.register("frame", frame)
+    con.execute("create table raw as select * from frame")
+    con.unregister("frame")
+    schema = Schema.model_validate({"columns": [{"name": n, "type": "binary"} for n in names]})
+    tracemalloc.start()
+    try:
+        dataset = discretize(con, "raw", schema)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert dataset.n == rows and dataset.bits.nnz == int(frame.to_numpy().sum())
+    assert peak / (rows * columns) < 6.0, f"{peak / (rows * columns):.1f} bytes a cell"
+
+
+def test_codes_leave_duckdb_in_the_domains_code_width(con):
+    """DuckDB's grouped records hold a code in the dataset's width (1 byte below 256 values), not as INTEGER."""
+    _table(con, {"colour": ["red"], "size": ["1"], "weight": ["1"], "flag": ["0"], "note": ["a"], "score": ["0"]})
+    records = discretize_module.coded_records(con, "raw", SCHEMA)
+    assert {str(records.schema.field(j).type) for j in range(len(SCHEMA.columns))} == {"uint8"}
+
 def test_basket_table_becomes_a_sparse_dataset(con, tmp_path):
     path = tmp_path / "baskets.txt"
     path.write_text("10 20\n30 10\n20\n")
