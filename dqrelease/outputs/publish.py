@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dqrelease.inputs.config import file_sha256
-from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS
+from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS, publish_chunk_rows
 from dqrelease.outputs.csv_text import CsvText, canonical_csv
 
 __all__ = [
@@ -43,9 +43,10 @@ __all__ = [
 TABLE = "synthetic"
 
 PARQUET_ROW_GROUP_ROWS = PUBLISH_CHUNK_ROWS
-"""Rows of every Parquet row group but the last (pyarrow's default, 1,048,576), fixed so the file does not depend on
-the chunks it is written from. Equal to the publishing chunk, so that each chunk is written as one row group as it
-arrives (no rows carried over to the next chunk, no copy of two chunks joined)."""
+"""Rows of every Parquet row group but the last (pyarrow's default, 1,048,576) for a table of at most 64 columns,
+fewer for a wider one (:func:`~dqrelease.memory_estimate.publish_chunk_rows` of its width): fixed by the schema, so
+the file does not depend on the chunks it is written from. Equal to the publishing chunk, so that each chunk is
+written as one row group as it arrives (no rows carried over to the next chunk, no copy of two chunks joined)."""
 
 
 CSV_SCRATCH = ".synthetic.csv.chunk"
@@ -109,17 +110,18 @@ class TableWriter:
         Args:
             directory: The staging directory (created if missing).
             formats: Any of ``"parquet"``, ``"csv"``, ``"duckdb"``.
-            row_group_rows: Rows of a Parquet row group; None: :data:`PARQUET_ROW_GROUP_ROWS` (read at the call,
-                so tests may lower it).
+            row_group_rows: Rows of a Parquet row group; None: :func:`~dqrelease.memory_estimate.publish_chunk_rows`
+                of the first chunk's width, at most :data:`PARQUET_ROW_GROUP_ROWS` (read at the call, so tests may
+                lower it).
 
         Raises:
             ValueError: If ``row_group_rows`` is below 1.
         """
-        row_group_rows = PARQUET_ROW_GROUP_ROWS if row_group_rows is None else row_group_rows
-        if row_group_rows < 1:
+        if row_group_rows is not None and row_group_rows < 1:
             raise ValueError(f"row_group_rows ({row_group_rows}) must be at least 1")
         directory.mkdir(parents=True, exist_ok=True)
-        self.directory, self.formats, self.row_group_rows = directory, list(formats), row_group_rows
+        self.directory, self.formats = directory, list(formats)
+        self.row_group_rows: int | None = row_group_rows  # None: set by the first chunk's width
         hashed = renders_csv(formats)
         self._csv_hash = hashlib.sha256() if hashed else None
         self._csv_text = CsvText(directory / CSV_SCRATCH) if hashed else None
@@ -157,6 +159,8 @@ class TableWriter:
                 raise ValueError("a rendered chunk's column types differ from the first chunk's: decode every chunk "
                                  "with the same schema and settings")
         self._schema = self._schema or table.schema
+        if self.row_group_rows is None:
+            self.row_group_rows = publish_chunk_rows(table.num_columns, most=PARQUET_ROW_GROUP_ROWS)
         if self._csv_hash is not None:
             if text is None:
                 raise ValueError("a rendered chunk without CSV text: render it with csv=True for these formats")

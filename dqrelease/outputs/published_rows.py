@@ -26,7 +26,7 @@ import pandas as pd
 
 from dq_engine import SynthesisResult
 from dqrelease.inputs.schema import Schema
-from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS
+from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS, publish_chunk_rows
 from dqrelease.outputs.decode import RecordDecoder
 from dqrelease.outputs.publish import RenderedChunk, render_chunk
 from dqrelease.runtime.chunks import ChunkWorkers, map_chunks
@@ -73,12 +73,14 @@ class PublishedRows:
             schema: The public schema.
             numeric_values: How numbers are published (:mod:`dqrelease.outputs.decode`).
             single_value_numbers: With bucket labels, a one-value integer bucket is written as its number.
-            chunk_rows: Rows per chunk; None: :data:`PUBLISH_CHUNK_ROWS` (read at the call, so tests may lower it).
+            chunk_rows: Rows per chunk; None: :func:`~dqrelease.memory_estimate.publish_chunk_rows` of the schema's
+                width, at most :data:`PUBLISH_CHUNK_ROWS` (read at the call, so tests may lower it).
 
         Raises:
             ValueError: If ``chunk_rows`` is below 1.
         """
-        chunk_rows = PUBLISH_CHUNK_ROWS if chunk_rows is None else chunk_rows
+        if chunk_rows is None:
+            chunk_rows = publish_chunk_rows(len(schema.columns), most=PUBLISH_CHUNK_ROWS)
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows ({chunk_rows}) must be at least 1")
         index = result.sample_index(rows, rng)

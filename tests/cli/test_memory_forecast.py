@@ -32,6 +32,7 @@ from dqrelease.memory_estimate import (
     OUTPUT_CODE_BYTES,
     PARTICLE_BYTES,
     PARTICLE_CELL_BYTES,
+    PUBLISH_CHUNK_CELLS,
     PUBLISH_CHUNK_ROWS,
     PUBLISHED_BINARY_CELL_BYTES,
     PUBLISHED_CELL_BYTES,
@@ -39,6 +40,7 @@ from dqrelease.memory_estimate import (
     UNIVERSE_RECORD_BYTES,
     estimate_release_memory,
     memory_limit,
+    publish_chunk_rows,
 )
 
 
@@ -201,3 +203,20 @@ def test_the_release_flow_refuses_it_before_the_source_is_read(tmp_path: Path, i
         flows.release(str(config))
     assert ingest_calls == []
     assert not (tmp_path / "ledger.duckdb").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_publishing_chunk_holds_a_bounded_number_of_cells_whatever_the_width():
+    """Up to 64 columns a chunk is PUBLISH_CHUNK_ROWS rows; wider, fewer rows, so the forecast's rows part of an
+    all-binary table stops growing with its width (2 GiB at 32 bytes a binary cell)."""
+    assert publish_chunk_rows(15) == publish_chunk_rows(64) == PUBLISH_CHUNK_ROWS
+    assert publish_chunk_rows(1_000) == 67_108 and publish_chunk_rows(10_000) == 6_710
+    assert publish_chunk_rows(10**9) == 1
+    parts = []
+    for width in (1_000, 10_000):
+        domain = Domain.binary(width)
+        plan = _plan({"samples": 10, "oracle": {"kind": "cpsat"}})
+        estimate = estimate_release_memory(plan, n=1_000_000, domain=domain,
+                                           workload=all_kway_marginals(domain, 1), rows=1_000_000)
+        parts.append(estimate.parts["rows"])
+    assert all(part <= PUBLISH_CHUNK_CELLS * PUBLISHED_BINARY_CELL_BYTES for part in parts)
+    assert parts[1] / parts[0] < 1.01

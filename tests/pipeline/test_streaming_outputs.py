@@ -233,3 +233,23 @@ def test_the_parquet_writer_keeps_no_chunk_once_its_row_group_is_written(tmp_pat
         writer.finish()
     assert held < one_chunk / 2, f"Arrow holds {held:,} bytes after the last chunk; one chunk is {one_chunk:,}"
     assert pq.ParquetFile(tmp_path / "synthetic.parquet").metadata.num_row_groups == 5
+
+
+def test_a_wide_table_is_published_in_chunks_and_row_groups_of_fewer_rows(tmp_path, monkeypatch):
+    """A table wider than the cell budget allows at full chunk length gets chunks and row groups of
+    ``PUBLISH_CHUNK_CELLS // columns`` rows (the budget lowered to 150 cells here: 10 rows of Adult's 15 columns),
+    from its width alone, and the same bytes as one chunk of the whole table."""
+    import dqrelease.memory_estimate
+
+    result = _result(_records(31, 40), None)
+    whole = PublishedRows.draw(result, 95, make_rng(32), schema=SCHEMA, numeric_values="uniform")
+    reference = write_outputs(whole.frames(), tmp_path / "whole", FORMATS)
+    monkeypatch.setattr(dqrelease.memory_estimate, "PUBLISH_CHUNK_CELLS", 150)
+    narrow = PublishedRows.draw(result, 95, make_rng(32), schema=SCHEMA, numeric_values="uniform")
+    assert narrow.chunk_rows == 10 and sum(1 for _ in narrow.code_chunks()) == 10
+    outputs = write_outputs(narrow.frames(), tmp_path / "chunked", FORMATS)
+    assert pq.ParquetFile(tmp_path / "chunked" / "synthetic.parquet").metadata.num_row_groups == 10
+    assert outputs["csv"] == reference["csv"]
+    assert outputs["duckdb"]["content_sha256"] == reference["duckdb"]["content_sha256"]
+    assert pq.read_table(tmp_path / "chunked" / "synthetic.parquet").equals(
+        pq.read_table(tmp_path / "whole" / "synthetic.parquet"))
