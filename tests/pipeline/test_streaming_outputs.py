@@ -18,6 +18,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -253,3 +254,23 @@ def test_a_wide_table_is_published_in_chunks_and_row_groups_of_fewer_rows(tmp_pa
     assert outputs["duckdb"]["content_sha256"] == reference["duckdb"]["content_sha256"]
     assert pq.read_table(tmp_path / "chunked" / "synthetic.parquet").equals(
         pq.read_table(tmp_path / "whole" / "synthetic.parquet"))
+
+
+def test_the_published_duckdb_table_is_written_within_its_memory_limit(tmp_path, monkeypatch):
+    """DuckDB's buffer pool of ``synthetic.duckdb`` stops at the writer's limit (lowered to 8 MiB here) while the table
+    grows to several times that, instead of keeping every block written (before: it grew with every chunk).
+    Measured by DuckDB's own accounting (``duckdb_memory()``) after each of 12 chunks of 200,000 rows x 8 random
+    int64 columns (about 12 MiB each, incompressible); tolerance: the limit itself (measured: at most 8 MiB)."""
+    monkeypatch.setattr(dqrelease.outputs.publish, "PUBLISHED_DUCKDB_MEMORY", "8MiB")
+    monkeypatch.setattr(dqrelease.outputs.publish, "PARQUET_ROW_GROUP_ROWS", 200_000)
+    rng = np.random.default_rng(3)
+    used = []
+    with dqrelease.outputs.publish.TableWriter(tmp_path, ["duckdb"]) as writer:
+        for _ in range(12):
+            frame = pd.DataFrame(rng.integers(0, 2**62, size=(200_000, 8)), columns=[f"c{j}" for j in range(8)])
+            writer.append(frame)
+            used.append(writer._duckdb.sql("select sum(memory_usage_bytes) from duckdb_memory()").fetchall()[0][0])
+        writer.finish()
+    with duckdb.connect(str(tmp_path / "synthetic.duckdb"), read_only=True) as con:
+        assert con.sql("select count(*) from synthetic").fetchall()[0][0] == 12 * 200_000
+    assert max(used) <= 8 * 2**20, f"DuckDB held up to {max(used):,} bytes"
