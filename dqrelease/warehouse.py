@@ -200,6 +200,18 @@ def stream_batches(
         reader.close()
 
 
+def quote_column(name: str) -> str:
+    """A schema's column name (any text, from a user file) as a SQL identifier, safe for any text.
+
+    In double quotes, each double quote in it doubled (the SQL standard's escape), so no text can end the identifier.
+
+    For wide tables, where a name must be bound in each of thousands of select items: DuckDB binds
+    ``columns(lambda c: c = $name)`` against every column of the table, which made one statement over 10,000
+    columns quadratic (about 13 s at 1,000 columns and 41 s at 2,000 against 1.1 and 2.5 quoted).
+    """
+    return '"' + name.replace('"', '""') + '"'
+
+
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
     """``(name, type)`` of every column of ``table``, in order."""
     return [(str(name), str(kind)) for name, kind in query_rows(con, "table_columns", {"table": table})]

@@ -303,8 +303,8 @@ def _grouped_chunk(chunk: pa.RecordBatch, *, groupings: list[tuple[str, ...]]) -
 
 def _combinations(con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     """The distinct combinations of the columns ``names`` as text, the last column (:data:`ROWS_COLUMN`) their rows."""
-    params = {"table": table, "columns": list(names)}
-    for batch in stream_batches(con, "validation_combinations", params=params):
+    params = {"columns": list(names)}
+    for batch in stream_batches(con, "validation_combinations", params=params, tables={"table": table}):
         yield batch.rename_columns([*batch.schema.names[:-1], ROWS_COLUMN])
 
 

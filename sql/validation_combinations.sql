@@ -1,8 +1,10 @@
 -- validation_combinations: the distinct combinations of the columns named in the list $columns of the table
--- $table, as text (NULL is a value), each with the number of rows that have it (the last column): a column frame
--- (one column) or a rule frame (expectations.frame).
+-- {{ table }}, as text (NULL is a value), each with the number of rows that have it (the last column): a column
+-- frame (one column) or a rule frame (expectations.frame). The table is named in the text and the columns by the
+-- list: a lambda over the columns, or query_table($table), made binding each of a wide table's thousands of such
+-- statements cost time in proportion to the width (0.34 s a statement at 10,000 columns, against 0.01 s).
 select
-    columns(lambda c: list_contains($columns, c))::varchar,
+    columns($columns)::varchar,
     count(*) as rows
-from query_table($table)
+from {{ table }}
 group by all

@@ -43,7 +43,7 @@ from dqrelease.inputs.encoding import categorical_codes, domain_from_columns, nu
 from dqrelease.inputs.ingest import is_basket_table
 from dqrelease.inputs.schema import Schema
 from dqrelease.runtime.chunks import ChunkWorkers, map_chunks, sum_counts, table_chunks
-from dqrelease.warehouse import connect, query_rows, render, run_script, stream_batches, table_columns
+from dqrelease.warehouse import connect, query_rows, quote_column, render, run_script, stream_batches, table_columns
 
 __all__ = ["coded_records", "discretize"]
 
@@ -187,8 +187,7 @@ def _code_expressions(schema: Schema, code_type: str) -> tuple[str, str, dict[st
     _check_mappings(schema, values, buckets)
     cells, expressions, params = [], [], {}
     for j, column in enumerate(schema.columns):
-        params[f"name_{j}"] = column.name
-        cells.append(f"columns(lambda c: c = $name_{j}) as cell_{j}")
+        cells.append(f"{quote_column(column.name)} as cell_{j}")
         name = f"cell_{j}"
         params[f"missing_{j}"] = _missing_code(column)
         missing = f"$missing_{j}::{code_type}"

@@ -283,8 +283,10 @@ def dask_scheduler(access: DaskAccess) -> Iterator[Scheduler]:
         from dqrelease.runtime.prefect_server import shared_api
 
         stack.enter_context(shared_api())  # the local workers report to this process's Prefect API
+        # ":0": the scheduler's HTTP server (and a dashboard, if bokeh is installed) on a free port; None still binds
+        # it to 8787, and a second local cluster on the machine (another release) then prints a warning line
         cluster = stack.enter_context(
-            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
         )
         scheduler = Scheduler(address=cluster.scheduler_address)
         stack.enter_context(_progress_from_workers(scheduler))

@@ -194,7 +194,7 @@ def test_a_tls_cluster_is_reached_with_the_configured_files_and_refuses_others(t
     files = _write_pems(cluster_security, tmp_path / "tls")
     strangers = _write_pems(Security.temporary(), tmp_path / "other-authority")
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tls",
-                      security=cluster_security, dashboard_address=None) as tls_cluster:
+                      security=cluster_security, dashboard_address=":0") as tls_cluster:
         address = tls_cluster.scheduler_address
         assert address.startswith("tls://127.0.0.1:")
 

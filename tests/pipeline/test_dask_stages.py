@@ -33,7 +33,7 @@ CHUNK_ROWS = 128
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[distributed.LocalCluster]:
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as local:
+                                  dashboard_address=":0") as local:  # a free port, as the release's own
         yield local
 
 

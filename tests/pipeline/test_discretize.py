@@ -256,6 +256,16 @@ def test_wide_binary_discretization_holds_about_the_compact_codes(con):
     assert peak / (rows * columns) < 6.0, f"{peak / (rows * columns):.1f} bytes a cell"
 
 
+def test_column_names_of_any_text_are_quoted_not_interpreted(con):
+    """Schema names reach the SQL text quoted (``quote_column``): a double quote, spaces and SQL in a name are
+    just a name (the table is still there afterwards), and names differing only in case are not confused."""
+    names = ['a "quoted" name', 'x"; drop table raw; --', "Case", "case "]
+    _table(con, {names[0]: ["1", "0"], names[1]: ["0", "0"], names[2]: ["1", "1"], names[3]: ["0", "1"]})
+    schema = Schema.model_validate({"columns": [{"name": n, "type": "binary"} for n in names]})
+    dataset = discretize(con, "raw", schema)
+    assert sorted(map(tuple, dataset.bits.toarray().astype(int))) == [(0, 0, 1, 1), (1, 0, 1, 0)]
+    assert con.sql("select count(*) from raw").fetchall() == [(2,)]
+
 def test_codes_leave_duckdb_in_the_domains_code_width(con):
     """DuckDB's grouped records hold a code in the dataset's width (1 byte below 256 values), not as INTEGER."""
     _table(con, {"colour": ["red"], "size": ["1"], "weight": ["1"], "flag": ["0"], "note": ["a"], "score": ["0"]})

@@ -29,7 +29,7 @@ def test_fem_output_is_identical_serial_in_a_process_pool_and_on_a_dask_cluster(
     serial = fem(data, workload, config, grant=grant_for_tests(), rng=make_rng(11))
     pooled = fem(data, workload, replace(config, workers=2), grant=grant_for_tests(), rng=make_rng(11))
     with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
         dask_executor(cluster.scheduler_address) as executor,
     ):
         on_dask = fem(data, workload, config, grant=grant_for_tests(), rng=make_rng(11), executor=executor)
