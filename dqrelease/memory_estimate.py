@@ -15,7 +15,7 @@ holds at once, each from the plan's public parameters and the schema's shape:
   multiplicative weights of the oracle mechanisms over the queries (:data:`MW_BYTES_PER_QUERY`), and the answers of
   the marginals the particles are fitted to;
 * **records**: the records a mechanism outputs as a whole table (randomized response, independent columns);
-* **rows**: one publishing chunk (:func:`publish_chunk_rows` rows) sampled, decoded and written
+* **rows**: one publishing chunk (:func:`~dqrelease.runtime.chunks.chunk_rows_for` rows) sampled, decoded and written
   (:data:`PUBLISHED_CELL_BYTES` per cell, :data:`PUBLISHED_BINARY_CELL_BYTES` in a binary column);
 * **data**: the private table's codes (``n`` rows of the schema's code width).
 
@@ -29,6 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from dqrelease.runtime.chunks import chunk_rows_for
 
 if TYPE_CHECKING:
     from dq_engine.data.domain import Domain
@@ -49,7 +51,6 @@ __all__ = [
     "PARTICLE_CELL_BYTES",
     "PUBLISHED_BINARY_CELL_BYTES",
     "PUBLISHED_CELL_BYTES",
-    "PUBLISH_CHUNK_CELLS",
     "PUBLISH_CHUNK_ROWS",
     "RECORD_CELL_BYTES",
     "UNIVERSE_RECORD_BYTES",
@@ -57,7 +58,6 @@ __all__ = [
     "MemoryLimit",
     "estimate_release_memory",
     "memory_limit",
-    "publish_chunk_rows",
     "shown_bytes",
 ]
 
@@ -105,14 +105,10 @@ copy)."""
 
 PUBLISH_CHUNK_ROWS = 1024 * 1024
 """Rows sampled, decoded, validated and written at a time when a release is published, for a table of at most 64
-columns (:func:`publish_chunk_rows`; :mod:`dqrelease.outputs.published_rows` reads it here, so the forecast and the
-publishing agree). It bounds memory (about 100 MB of decoded text for 15 columns) and never changes the CSV or
-DuckDB bytes. It is also the Parquet row group (:data:`dqrelease.outputs.publish.PARQUET_ROW_GROUP_ROWS`), so that
-a chunk is written as it arrives."""
-
-PUBLISH_CHUNK_CELLS = 64 * PUBLISH_CHUNK_ROWS
-"""The most cells a publishing chunk holds: a wider table is published in chunks of fewer rows
-(:func:`publish_chunk_rows`), so that its memory is bounded whatever the width (2 GiB of binary cells)."""
+columns (:func:`~dqrelease.runtime.chunks.chunk_rows_for`; :mod:`dqrelease.outputs.published_rows` reads it here,
+so the forecast and the publishing agree). It bounds memory (about 100 MB of decoded text for 15 columns) and never
+changes the CSV or DuckDB bytes. It is also the Parquet row group
+(:data:`dqrelease.outputs.publish.PARQUET_ROW_GROUP_ROWS`), so that a chunk is written as it arrives."""
 
 PUBLISHED_CELL_BYTES = 64
 """Bytes per published cell of a chunk: the sampled int64 code, its decoded value (a label string or a number) and its
@@ -211,18 +207,9 @@ def estimate_release_memory(
         parts["records"] = (n if plan.mechanism == "randomized_response" else rows) * columns * RECORD_CELL_BYTES
     binary = int(domain.is_binary.sum())
     cell_bytes = binary * PUBLISHED_BINARY_CELL_BYTES + (columns - binary) * PUBLISHED_CELL_BYTES
-    parts["rows"] = min(rows, publish_chunk_rows(columns)) * cell_bytes
+    parts["rows"] = min(rows, chunk_rows_for(columns, most=PUBLISH_CHUNK_ROWS)) * cell_bytes
     parts["data"] = n * columns * domain.code_dtype.itemsize
     return MemoryEstimate(parts=parts, particles=particles, bytes_per_particle=per_particle)
-
-
-def publish_chunk_rows(columns: int, *, most: int = PUBLISH_CHUNK_ROWS) -> int:
-    """Rows of a publishing chunk (and Parquet row group) of a table of ``columns`` columns.
-
-    ``most`` rows, fewer when that many rows would hold more than :data:`PUBLISH_CHUNK_CELLS` cells (tables wider than
-    64 columns); a function of the public schema only, so the same table is cut the same way on every run.
-    """
-    return max(1, min(most, PUBLISH_CHUNK_CELLS // max(1, columns)))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,8 +32,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dqrelease.inputs.config import file_sha256
-from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS, publish_chunk_rows
+from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS
 from dqrelease.outputs.csv_text import CsvText, canonical_csv
+from dqrelease.runtime.chunks import chunk_rows_for
 
 __all__ = [
     "PARQUET_ROW_GROUP_ROWS", "RenderedChunk", "TableWriter", "canonical_csv", "render_chunk", "renders_csv",
@@ -49,7 +50,7 @@ default limit is 80% of the machine), so the writer grew by about 25 MB per mill
 
 PARQUET_ROW_GROUP_ROWS = PUBLISH_CHUNK_ROWS
 """Rows of every Parquet row group but the last (pyarrow's default, 1,048,576) for a table of at most 64 columns,
-fewer for a wider one (:func:`~dqrelease.memory_estimate.publish_chunk_rows` of its width): fixed by the schema, so
+fewer for a wider one (:func:`~dqrelease.runtime.chunks.chunk_rows_for` of its width): fixed by the schema, so
 the file does not depend on the chunks it is written from. Equal to the publishing chunk, so that each chunk is
 written as one row group as it arrives (no rows carried over to the next chunk, no copy of two chunks joined)."""
 
@@ -115,7 +116,7 @@ class TableWriter:
         Args:
             directory: The staging directory (created if missing).
             formats: Any of ``"parquet"``, ``"csv"``, ``"duckdb"``.
-            row_group_rows: Rows of a Parquet row group; None: :func:`~dqrelease.memory_estimate.publish_chunk_rows`
+            row_group_rows: Rows of a Parquet row group; None: :func:`~dqrelease.runtime.chunks.chunk_rows_for`
                 of the first chunk's width, at most :data:`PARQUET_ROW_GROUP_ROWS` (read at the call, so tests may
                 lower it).
 
@@ -165,7 +166,7 @@ class TableWriter:
                                  "with the same schema and settings")
         self._schema = self._schema or table.schema
         if self.row_group_rows is None:
-            self.row_group_rows = publish_chunk_rows(table.num_columns, most=PARQUET_ROW_GROUP_ROWS)
+            self.row_group_rows = chunk_rows_for(table.num_columns, most=PARQUET_ROW_GROUP_ROWS)
         if self._csv_hash is not None:
             if text is None:
                 raise ValueError("a rendered chunk without CSV text: render it with csv=True for these formats")

@@ -26,10 +26,10 @@ import pandas as pd
 
 from dq_engine import SynthesisResult
 from dqrelease.inputs.schema import Schema
-from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS, publish_chunk_rows
+from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS
 from dqrelease.outputs.decode import RecordDecoder
 from dqrelease.outputs.publish import RenderedChunk, render_chunk
-from dqrelease.runtime.chunks import ChunkWorkers, map_chunks
+from dqrelease.runtime.chunks import ChunkWorkers, chunk_rows_for, map_chunks
 
 __all__ = ["PUBLISH_CHUNK_ROWS", "PublishedRows"]
 
@@ -73,14 +73,14 @@ class PublishedRows:
             schema: The public schema.
             numeric_values: How numbers are published (:mod:`dqrelease.outputs.decode`).
             single_value_numbers: With bucket labels, a one-value integer bucket is written as its number.
-            chunk_rows: Rows per chunk; None: :func:`~dqrelease.memory_estimate.publish_chunk_rows` of the schema's
+            chunk_rows: Rows per chunk; None: :func:`~dqrelease.runtime.chunks.chunk_rows_for` of the schema's
                 width, at most :data:`PUBLISH_CHUNK_ROWS` (read at the call, so tests may lower it).
 
         Raises:
             ValueError: If ``chunk_rows`` is below 1.
         """
         if chunk_rows is None:
-            chunk_rows = publish_chunk_rows(len(schema.columns), most=PUBLISH_CHUNK_ROWS)
+            chunk_rows = chunk_rows_for(len(schema.columns), most=PUBLISH_CHUNK_ROWS)
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows ({chunk_rows}) must be at least 1")
         index = result.sample_index(rows, rng)

@@ -31,16 +31,25 @@ import duckdb
 import pyarrow as pa
 
 from dqrelease.errors import ConfigInvalidError
-from dqrelease.warehouse import stream_batches
+from dqrelease.warehouse import stream_batches, table_columns
 
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["READ_CHUNK_ROWS", "ChunkWorkers", "cluster_chunks", "map_chunks", "sum_counts", "table_chunks"]
+__all__ = [
+    "CHUNK_CELLS", "READ_CHUNK_ROWS", "ChunkWorkers", "chunk_rows_for", "cluster_chunks", "map_chunks", "sum_counts",
+    "table_chunks",
+]
 
 READ_CHUNK_ROWS = 1_000_000
 """Rows of the working table per chunk when validation and discretization run on a cluster's workers (read at the
-call, so tests may lower it). Publishing cuts its rows by :data:`dqrelease.memory_estimate.PUBLISH_CHUNK_ROWS`."""
+call, so tests may lower it), fewer beyond 64 columns (:func:`table_chunks`). Publishing cuts its rows by
+:func:`chunk_rows_for` too."""
+
+CHUNK_CELLS = 64 * 1024 * 1024
+"""The most cells a chunk of rows holds, published or read for a cluster's workers: a table wider than 64 columns is
+cut in chunks of fewer rows (:func:`chunk_rows_for`), so that a chunk's memory is bounded whatever the width (2 GiB of
+published binary cells)."""
 
 ALIGNMENT_HANDLING = ("ACERO_ALIGNMENT_HANDLING", "reallocate")
 """Arrow's setting for buffers that are not aligned to their type: copy them, silently. A part fetched from a Dask
@@ -109,12 +118,26 @@ def cluster_chunks(address: str | None) -> Iterator[ChunkWorkers | None]:
         yield ChunkWorkers.of(client)
 
 
+def chunk_rows_for(columns: int, *, most: int) -> int:
+    """Rows of a chunk (a publishing chunk and Parquet row group, or a chunk read for the workers) of ``columns``.
+
+    ``most`` rows, fewer when that many rows would hold more than :data:`CHUNK_CELLS` cells (tables wider than 64
+    columns at a million rows); a function of the public schema only, so the same table is cut the same way on every
+    run.
+    """
+    return max(1, min(most, CHUNK_CELLS // max(1, columns)))
+
+
 def table_chunks(con: duckdb.DuckDBPyConnection, table: str) -> Iterator[pa.RecordBatch]:
     """The rows of ``table`` as Arrow record batches of at most :data:`READ_CHUNK_ROWS` rows (``sql/table_rows.sql``).
 
+    A table of more than 64 columns comes in batches of fewer rows
+    (:func:`chunk_rows_for`: at most :data:`CHUNK_CELLS` cells).
+
     ``con`` is busy until the iterator is exhausted or closed.
     """
-    return stream_batches(con, "table_rows", params={"table": table}, batch_size=READ_CHUNK_ROWS)
+    rows = chunk_rows_for(len(table_columns(con, table)), most=READ_CHUNK_ROWS)
+    return stream_batches(con, "table_rows", params={"table": table}, batch_size=rows)
 
 
 def map_chunks(

@@ -32,7 +32,6 @@ from dqrelease.memory_estimate import (
     OUTPUT_CODE_BYTES,
     PARTICLE_BYTES,
     PARTICLE_CELL_BYTES,
-    PUBLISH_CHUNK_CELLS,
     PUBLISH_CHUNK_ROWS,
     PUBLISHED_BINARY_CELL_BYTES,
     PUBLISHED_CELL_BYTES,
@@ -40,8 +39,8 @@ from dqrelease.memory_estimate import (
     UNIVERSE_RECORD_BYTES,
     estimate_release_memory,
     memory_limit,
-    publish_chunk_rows,
 )
+from dqrelease.runtime.chunks import CHUNK_CELLS, chunk_rows_for
 
 
 def _plan(parameters: dict, mechanism: str = "dualquery") -> ReleasePlan:
@@ -208,9 +207,10 @@ def test_the_release_flow_refuses_it_before_the_source_is_read(tmp_path: Path, i
 def test_a_publishing_chunk_holds_a_bounded_number_of_cells_whatever_the_width():
     """Up to 64 columns a chunk is PUBLISH_CHUNK_ROWS rows; wider, fewer rows, so the forecast's rows part of an
     all-binary table stops growing with its width (2 GiB at 32 bytes a binary cell)."""
-    assert publish_chunk_rows(15) == publish_chunk_rows(64) == PUBLISH_CHUNK_ROWS
-    assert publish_chunk_rows(1_000) == 67_108 and publish_chunk_rows(10_000) == 6_710
-    assert publish_chunk_rows(10**9) == 1
+    most = PUBLISH_CHUNK_ROWS
+    assert chunk_rows_for(15, most=most) == chunk_rows_for(64, most=most) == PUBLISH_CHUNK_ROWS
+    assert chunk_rows_for(1_000, most=PUBLISH_CHUNK_ROWS) == 67_108 and chunk_rows_for(10_000, most=10**9) == 6_710
+    assert chunk_rows_for(10**9, most=PUBLISH_CHUNK_ROWS) == 1
     parts = []
     for width in (1_000, 10_000):
         domain = Domain.binary(width)
@@ -218,5 +218,5 @@ def test_a_publishing_chunk_holds_a_bounded_number_of_cells_whatever_the_width()
         estimate = estimate_release_memory(plan, n=1_000_000, domain=domain,
                                            workload=all_kway_marginals(domain, 1), rows=1_000_000)
         parts.append(estimate.parts["rows"])
-    assert all(part <= PUBLISH_CHUNK_CELLS * PUBLISHED_BINARY_CELL_BYTES for part in parts)
+    assert all(part <= CHUNK_CELLS * PUBLISHED_BINARY_CELL_BYTES for part in parts)
     assert parts[1] / parts[0] < 1.01

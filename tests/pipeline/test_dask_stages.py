@@ -130,3 +130,16 @@ def test_summing_parts_with_unaligned_buffers_prints_no_arrow_warning():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "16"
     assert "aligned" not in done.stderr, done.stderr
+
+
+def test_a_wide_table_is_read_for_the_workers_in_chunks_of_fewer_rows(monkeypatch):
+    """Chunks read for the workers hold at most ``CHUNK_CELLS`` cells (lowered to 1,000 here): a 100-column table of
+    35 rows comes in batches of 10 rows, a 5-column one in batches of READ_CHUNK_ROWS (lowered to 16)."""
+    monkeypatch.setattr(chunks_module, "CHUNK_CELLS", 1_000)
+    monkeypatch.setattr(chunks_module, "READ_CHUNK_ROWS", 16)
+    with connect(None) as con:
+        for name, width in (("wide", 100), ("narrow", 5)):
+            columns = ", ".join(f"range as c{j}" for j in range(width))
+            con.execute(f"create table {name} as select {columns} from range(35)")
+        assert [b.num_rows for b in chunks_module.table_chunks(con, "wide")] == [10, 10, 10, 5]
+        assert [b.num_rows for b in chunks_module.table_chunks(con, "narrow")] == [16, 16, 3]

@@ -25,6 +25,7 @@ import pytest
 
 import dqrelease.outputs.publish
 import dqrelease.outputs.published_rows
+import dqrelease.runtime.chunks
 from dq_engine import Dataset, SynthesisResult, Workload, make_rng
 from dq_engine.data.workload import concatenate_workloads, kway_marginals
 from dq_engine.oracle.feasible import with_witness
@@ -238,14 +239,12 @@ def test_the_parquet_writer_keeps_no_chunk_once_its_row_group_is_written(tmp_pat
 
 def test_a_wide_table_is_published_in_chunks_and_row_groups_of_fewer_rows(tmp_path, monkeypatch):
     """A table wider than the cell budget allows at full chunk length gets chunks and row groups of
-    ``PUBLISH_CHUNK_CELLS // columns`` rows (the budget lowered to 150 cells here: 10 rows of Adult's 15 columns),
+    ``CHUNK_CELLS // columns`` rows (the budget lowered to 150 cells here: 10 rows of Adult's 15 columns),
     from its width alone, and the same bytes as one chunk of the whole table."""
-    import dqrelease.memory_estimate
-
     result = _result(_records(31, 40), None)
     whole = PublishedRows.draw(result, 95, make_rng(32), schema=SCHEMA, numeric_values="uniform")
     reference = write_outputs(whole.frames(), tmp_path / "whole", FORMATS)
-    monkeypatch.setattr(dqrelease.memory_estimate, "PUBLISH_CHUNK_CELLS", 150)
+    monkeypatch.setattr(dqrelease.runtime.chunks, "CHUNK_CELLS", 150)
     narrow = PublishedRows.draw(result, 95, make_rng(32), schema=SCHEMA, numeric_values="uniform")
     assert narrow.chunk_rows == 10 and sum(1 for _ in narrow.code_chunks()) == 10
     outputs = write_outputs(narrow.frames(), tmp_path / "chunked", FORMATS)
