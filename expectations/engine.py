@@ -203,14 +203,36 @@ def _suite_part(spec: SuiteSpec, column: str | None, rules: tuple[str, ...]) -> 
     key = f"{spec.key()}|part|{column!r}|{list(rules)}"
     if key not in _SUITES:
         suite = _suite(spec)
+        by_rule, by_column = _suite_index(spec)
         if rules:
-            chosen = [e for e in suite.expectations if (e.meta or {}).get("rule") in rules]
+            chosen = [expectation for rule, expectation in by_rule if rule in rules]
         else:
-            wanted = column if column is not None else "(table)"
-            chosen = [e for e in suite.expectations
-                      if "rule" not in (e.meta or {}) and _key(e.configuration)[1] == wanted]
+            chosen = by_column.get(column if column is not None else "(table)", [])
         _SUITES[key] = gx.ExpectationSuite(name=f"{suite.name}-part", expectations=chosen)
     return _SUITES[key]
+
+
+_INDEXES: dict[str, tuple[list[tuple[str, Any]], dict[str, list[Any]]]] = {}
+
+
+def _suite_index(spec: SuiteSpec) -> tuple[list[tuple[str, Any]], dict[str, list[Any]]]:
+    """The spec's rule expectations with their rules, and its other expectations by schema column, in suite order.
+
+    Built once per spec: reading every expectation's configuration (GX builds it anew each time) for each frame's
+    part made validating a table of ``m`` columns cost time in proportion to ``m``² (about 6 minutes at 2,000).
+    """
+    if spec.key() in _INDEXES:
+        return _INDEXES[spec.key()]
+    by_rule: list[tuple[str, Any]] = []
+    by_column: dict[str, list[Any]] = {}
+    for expectation in _suite(spec).expectations:
+        meta = expectation.meta or {}
+        if "rule" in meta:
+            by_rule.append((meta["rule"], expectation))
+        else:
+            by_column.setdefault(_key(expectation.configuration)[1], []).append(expectation)
+    _INDEXES[spec.key()] = (by_rule, by_column)
+    return by_rule, by_column
 
 
 def _key(config: Any) -> tuple[str, str]:
