@@ -56,6 +56,7 @@ from bench.fidelity import (  # noqa: E402
     PUBLISH_SEED_OFFSET,
     SETTINGS,
     Loaded,
+    _git_commit,
     mechanism_keys,
     published_figures,
     summarise,
@@ -324,14 +325,6 @@ def finish(result: dict[str, Any], out: Path) -> None:
 
 
 # ---------------------------------------------------------------------- command line
-def _git_commit() -> str:
-    import subprocess
-
-    completed = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT,
-                               check=False)
-    return completed.stdout.strip()
-
-
 def _targets(values: list[str] | None) -> tuple[tuple[str, float], ...]:
     if not values:
         return TARGETS
