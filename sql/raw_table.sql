@@ -1,12 +1,14 @@
 -- raw_table: the declared columns of the source (view source_rows), every value trimmed text.
 -- Parameters: $columns (declared column names), $null_strings (strings read as NULL, including '').
--- Columns of the source that the schema does not declare are not loaded.
+-- Columns of the source that the schema does not declare are not loaded. Trimmed first, then compared with the
+-- null strings (macros.sql, null_value: one trim per cell, and no expression repeated per column).
 with
 
-source as (
-    select * from source_rows
+trimmed as (
+    select trim_text(columns(lambda c: list_contains($columns, c)))
+    from source_rows
 )
 
 select
-    clean_value(columns(lambda c: list_contains($columns, c)), $null_strings)
-from source
+    null_value(columns(*), $null_strings)
+from trimmed
