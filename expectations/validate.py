@@ -192,7 +192,7 @@ class SyntheticValidation:
             if self._columns is None:
                 self._columns = [name for name, _ in table_columns(con, "synthetic_chunk")]
             for chunk in _collapsed(con, "synthetic_chunk", self._shape, self._columns):
-                self._pending.append(side_process.begin(check_chunk, chunk, spec=self._spec))
+                self._pending.append(side_process.begin(check_chunk, chunk, suite=self._shape.suite))
                 while len(self._pending) > side_process.IN_FLIGHT:
                     self._tally.add(self._pending.popleft().result())
 
@@ -206,7 +206,7 @@ class SyntheticValidation:
             self._tally.add(self._pending.popleft().result())
         if self._tally.tables == 0:  # no row was sent: the suite on an empty table of the schema's columns
             empty = _table_frame(self._shape, list(self._spec.schema.names), rows=0)
-            self._tally.add(side_process.call(check_chunk, empty, spec=self._spec))
+            self._tally.add(side_process.call(check_chunk, empty, suite=self._shape.suite))
         self._tally.result()
 
     def abandon(self) -> None:
@@ -350,10 +350,10 @@ def _validate(
     tally = _Tally(shape, label=label, failing_rules=failing_rules or set(), public=public)
     collapsed = (_collapsed(con, table, shape, columns) if workers is None
                  else _collapsed_by_chunk(con, table, shape, columns, workers))
-    for outcomes in side_process.call_each(check_chunk, collapsed, spec=spec):
+    for outcomes in side_process.call_each(check_chunk, collapsed, suite=shape.suite):
         tally.add(outcomes)
     if tally.tables == 0:  # an empty table
-        tally.add(side_process.call(check_chunk, _table_frame(shape, columns, rows=0), spec=spec))
+        tally.add(side_process.call(check_chunk, _table_frame(shape, columns, rows=0), suite=shape.suite))
     return tally.result()
 
 

@@ -14,13 +14,21 @@ table, and Parquet rows are buffered into row groups of :data:`PARQUET_ROW_GROUP
 row group is written from one contiguous Arrow table of fixed length. A chunk may also come rendered already
 (:class:`RenderedChunk`, :func:`render_chunk`: its Arrow table and CSV text made elsewhere, e.g. on a Dask worker);
 the writer then only writes it, in order.
+
+**Overlap.** The Parquet file and the DuckDB table are each written by a thread of their own (one per format, so
+each format still gets the chunks in order), while the caller decodes and renders the next chunk: pyarrow and
+DuckDB release the GIL while they write, so on two cores the chunk's formats and the next chunk's decoding run at the
+same time. Each thread holds at most one chunk: :meth:`TableWriter.append` waits for a format's previous chunk before
+handing it the next, so the writer holds at most two chunks (the one being written and the caller's next) and the
+bytes do not depend on the threads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -138,6 +146,9 @@ class TableWriter:
         self._buffered = 0
         self._duckdb: duckdb.DuckDBPyConnection | None = None
         self._chunks = 0
+        self._threads = {name: ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"write-{name}")
+                         for name in ("parquet", "duckdb") if name in self.formats}
+        self._pending: dict[str, Future[None]] = {}
 
     def __enter__(self) -> TableWriter:
         return self
@@ -176,16 +187,9 @@ class TableWriter:
                     self._csv = (self.directory / "synthetic.csv").open("wb")
                 self._csv.write(text)
         if "parquet" in self.formats:
-            self._append_parquet(table)
+            self._hand("parquet", lambda: self._append_parquet(table))
         if "duckdb" in self.formats:
-            if self._duckdb is None:
-                self._duckdb = duckdb.connect(str(self.directory / "synthetic.duckdb"),
-                                              config={"memory_limit": PUBLISHED_DUCKDB_MEMORY})
-            self._duckdb.register("chunk", table)
-            # TABLE is a module constant: no identifier from input reaches the SQL text
-            verb = f"create table {TABLE} as" if first else f"insert into {TABLE}"
-            self._duckdb.execute(f"{verb} select * from chunk")
-            self._duckdb.unregister("chunk")
+            self._hand("duckdb", lambda: self._append_duckdb(table, first=first))
         self._chunks += 1
 
     def finish(self) -> dict[str, dict[str, str]]:
@@ -196,6 +200,7 @@ class TableWriter:
         """
         if self._chunks == 0:
             raise ValueError("no chunk was written: append at least one (possibly empty) frame")
+        self._wait_all()
         if self._parquet is not None:
             self._write_row_groups(self._parquet, final=True)
         self._close()
@@ -213,6 +218,31 @@ class TableWriter:
                 "content_sha256": self._csv_hash.hexdigest(),  # type: ignore[union-attr]
             }
         return outputs
+
+    def _hand(self, name: str, write: Callable[[], None]) -> None:
+        """Give ``write`` to format ``name``'s thread, once its previous chunk is written (its error raised here)."""
+        previous = self._pending.pop(name, None)
+        if previous is not None:
+            previous.result()
+        self._pending[name] = self._threads[name].submit(write)
+
+    def _wait_all(self) -> None:
+        """Wait until every format's thread has written its chunk; raise the first error."""
+        pending, self._pending = self._pending, {}
+        errors = [future.exception() for future in pending.values()]
+        for error in errors:
+            if error is not None:
+                raise error
+
+    def _append_duckdb(self, table: pa.Table, *, first: bool) -> None:
+        if self._duckdb is None:
+            self._duckdb = duckdb.connect(str(self.directory / "synthetic.duckdb"),
+                                          config={"memory_limit": PUBLISHED_DUCKDB_MEMORY})
+        self._duckdb.register("chunk", table)
+        # TABLE is a module constant: no identifier from input reaches the SQL text
+        verb = f"create table {TABLE} as" if first else f"insert into {TABLE}"
+        self._duckdb.execute(f"{verb} select * from chunk")
+        self._duckdb.unregister("chunk")
 
     def _append_parquet(self, table: pa.Table) -> None:
         if self._parquet is None:
@@ -235,6 +265,9 @@ class TableWriter:
         self._buffer, self._buffered = ([rest] if rest.num_rows else []), rest.num_rows
 
     def _close(self) -> None:
+        for thread in self._threads.values():  # a chunk still being written finishes first (errors: the caller's)
+            thread.shutdown(wait=True, cancel_futures=True)
+        self._pending = {}
         for closing in (self._csv, self._parquet, self._duckdb, self._csv_text):
             if closing is not None:
                 closing.close()

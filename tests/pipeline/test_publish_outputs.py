@@ -7,6 +7,7 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pytest
 
 from dqrelease.outputs.publish import table_content_hash, write_outputs
 
@@ -29,3 +30,19 @@ def test_the_content_hash_does_not_depend_on_writing_a_csv_file(tmp_path: Path):
     only_duckdb = write_outputs([_frame()], tmp_path / "a", ["duckdb"])
     assert not (tmp_path / "a" / "synthetic.csv").exists()
     assert only_duckdb["duckdb"]["content_sha256"] == table_content_hash(_frame())
+
+
+def test_chunks_written_by_the_format_threads_keep_their_order(tmp_path: Path):
+    frames = [pd.DataFrame({"age": [float(i), i + 0.5], "workclass": [f"w{i}", None], "n": [i, -i]}) for i in range(7)]
+    outputs = write_outputs(frames, tmp_path, ["parquet", "csv", "duckdb"])
+    whole = pd.concat(frames, ignore_index=True)
+    assert outputs["duckdb"]["content_sha256"] == table_content_hash(whole) == outputs["csv"]["sha256"]
+    with duckdb.connect(str(tmp_path / "synthetic.duckdb"), read_only=True) as con:
+        assert table_content_hash(con.execute("select * from synthetic").df()) == table_content_hash(whole)
+    assert table_content_hash(pd.read_parquet(tmp_path / "synthetic.parquet")) == table_content_hash(whole)
+
+
+def test_an_error_in_a_format_thread_reaches_the_caller(tmp_path: Path):
+    (tmp_path / "synthetic.duckdb").mkdir()  # DuckDB cannot open a folder as its database file
+    with pytest.raises(duckdb.Error):
+        write_outputs([_frame(), _frame()], tmp_path, ["parquet", "duckdb"])

@@ -1,0 +1,51 @@
+"""The suite's spec crosses to the validating process once; frames name it by digest (issue 26, wide schemas)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pandas as pd
+import pytest
+
+from dqrelease.expectations import validate as validate_module
+from dqrelease.expectations.engine import Collapsed, SuiteSpec, check_chunk, suite_shape
+from dqrelease.expectations.validate import validate_table
+from dqrelease.inputs.schema import Schema
+from dqrelease.warehouse import connect
+
+SCHEMA = Schema.model_validate({
+    "columns": [
+        {"name": "colour", "type": "categorical", "values": ["red", "blue"]},
+        {"name": "flag", "type": "binary"},
+    ],
+})
+
+
+def test_equal_specs_share_a_digest_and_other_suites_do_not():
+    raw = SuiteSpec(schema=SCHEMA, kind="raw")
+    assert raw.digest == SuiteSpec(schema=SCHEMA.model_copy(deep=True), kind="raw").digest
+    assert raw.digest != SuiteSpec(schema=SCHEMA, kind="published").digest
+    assert raw.digest != SuiteSpec(schema=SCHEMA, kind="raw", layout="baskets").digest
+    assert suite_shape(raw).suite == raw.digest
+
+
+def test_a_frame_of_an_unknown_suite_is_refused_by_name():
+    frame = Collapsed(values=pd.DataFrame({"colour": [None], "flag": [None]}))
+    with pytest.raises(LookupError, match="call suite_shape"):
+        check_chunk(frame, suite="0" * 64)
+
+
+def test_frames_are_sent_with_the_digest_not_the_schema(monkeypatch):
+    sent: list[dict] = []
+    call_each = validate_module.side_process.call_each
+
+    def spy(function, items, **kwargs):
+        sent.append(kwargs)
+        return call_each(function, items, **kwargs)
+
+    monkeypatch.setattr(validate_module.side_process, "call_each", spy)
+    with connect(None) as con:
+        con.execute("create table raw as select * from (values ('red', '1'), ('blue', '0')) t(colour, flag)")
+        validate_table(con, "raw", SCHEMA, label="raw table")
+    assert sent and all(set(kwargs) == {"suite"} for kwargs in sent)
+    assert all(len(pickle.dumps(kwargs)) < 200 for kwargs in sent)
