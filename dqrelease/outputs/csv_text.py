@@ -22,6 +22,7 @@ from types import TracebackType
 import duckdb
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dqrelease.sql import load_sql
 
@@ -66,10 +67,11 @@ class CsvText:
             if not _published_type(kind):
                 raise ValueError(f"column {name!r} has type {kind}: the published CSV takes text, integers and "
                                  "float64 only; decode the column to one of them")
-        self._con.register("csv_chunk", table)
+        one_column = table.num_columns == 1
+        self._con.register("csv_chunk", table if one_column else _empty_text_as_null(table))
         try:
             self._con.execute(load_sql("published_csv"), {"table": "csv_chunk", "path": str(self.scratch),
-                                                          "header": header, "one_column": table.num_columns == 1})
+                                                          "header": header, "fill": "" if one_column else None})
             return self.scratch.read_bytes()
         finally:
             self._con.unregister("csv_chunk")
@@ -92,6 +94,16 @@ def canonical_csv(frame: pd.DataFrame, *, header: bool = True) -> bytes:
         return text.render(pa.Table.from_pandas(frame, preserve_index=False), header=header)
 
 
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+
+
 def _published_type(kind: pa.DataType) -> bool:
-    return (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
-            or pa.types.is_integer(kind) or kind == pa.float64() or pa.types.is_null(kind))
+    return _is_text(kind) or pa.types.is_integer(kind) or kind == pa.float64() or pa.types.is_null(kind)
+
+
+def _empty_text_as_null(table: pa.Table) -> pa.Table:
+    """``table`` with every empty text NULL (both are an empty field of the published text; ``published_csv.sql``)."""
+    columns = [pc.if_else(pc.equal(column, ""), pa.scalar(None, column.type), column) if _is_text(column.type)
+               else column for column in table.columns]
+    return pa.Table.from_arrays(columns, schema=table.schema)

@@ -1,4 +1,5 @@
-"""The suite's spec crosses to the validating process once; frames name it by digest (issue 26, wide schemas)."""
+"""Validation of wide tables (issue 26): the suite's spec crosses to the validating process once (frames name it by
+digest), and a wide published chunk is copied into DuckDB before its column frames are grouped."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import pickle
 import pandas as pd
 import pytest
 
+from dqrelease.errors import ValidationFailedError
 from dqrelease.expectations import validate as validate_module
 from dqrelease.expectations.engine import Collapsed, SuiteSpec, check_chunk, suite_shape
-from dqrelease.expectations.validate import validate_table
+from dqrelease.expectations.validate import SyntheticValidation, validate_table
 from dqrelease.inputs.schema import Schema
 from dqrelease.warehouse import connect
 
@@ -49,3 +51,20 @@ def test_frames_are_sent_with_the_digest_not_the_schema(monkeypatch):
         validate_table(con, "raw", SCHEMA, label="raw table")
     assert sent and all(set(kwargs) == {"suite"} for kwargs in sent)
     assert all(len(pickle.dumps(kwargs)) < 200 for kwargs in sent)
+
+
+def _published_failures(frame: pd.DataFrame) -> list[dict[str, str]]:
+    validation = SyntheticValidation(SCHEMA, numeric_values="bucket_label")
+    list(validation.check_each(iter([frame])))
+    with pytest.raises(ValidationFailedError) as caught:
+        validation.finish()
+    return caught.value.failures
+
+
+def test_a_chunk_copied_into_duckdb_fails_as_one_read_in_place(monkeypatch):
+    frame = pd.DataFrame({"colour": ["red", "green", "blue", "green"], "flag": ["1", "0", "2", "1"]})
+    in_place = _published_failures(frame)
+    monkeypatch.setattr(validate_module, "COPY_ABOVE_COLUMNS", 1)
+    copied = _published_failures(frame)
+    assert copied == in_place
+    assert {failure["column"] for failure in copied} >= {"colour", "flag"}
