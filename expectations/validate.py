@@ -80,7 +80,7 @@ C = TypeVar("C", pd.DataFrame, _RenderedRows)
 _CHUNK_VIEW = "table_chunk"  # a chunk of rows in a worker's in-memory DuckDB
 
 COPY_ABOVE_COLUMNS = 256
-"""A published chunk wider than this is copied into a DuckDB table before its column frames are grouped.
+"""A chunk (published, or of the raw table on a Dask worker) wider than this is copied into DuckDB before grouping.
 
 Each statement over a registered Arrow table binds all of its columns: 0.15 s a statement at 4,000 columns (against
 0.012 s on a DuckDB table), and a chunk has one statement per column, so a wide chunk cost time in proportion to the
@@ -198,10 +198,7 @@ class SyntheticValidation:
         """Start checking the next chunk of the table (waits for earlier chunks beyond the ones in flight)."""
         with connect(None) as con:
             con.register("synthetic_chunk", frame)  # read through a view on the rows: no copy into DuckDB
-            table = "synthetic_chunk"
-            if len(frame.columns) > COPY_ABOVE_COLUMNS:  # a wide chunk: see COPY_ABOVE_COLUMNS
-                materialize(con, "table_copy", "synthetic_chunk_copy", tables={"table": table}, temporary=True)
-                table = "synthetic_chunk_copy"
+            table = _groupable(con, "synthetic_chunk", width=len(frame.columns))
             if self._columns is None:
                 self._columns = [name for name, _ in table_columns(con, table)]
             for chunk in _collapsed(con, table, self._shape, self._columns):
@@ -311,7 +308,19 @@ def _grouped_chunk(chunk: pa.RecordBatch, *, groupings: list[tuple[str, ...]]) -
     """Each grouping's distinct values and rows in one chunk of the table, in an in-memory DuckDB (on a worker)."""
     with connect(None) as con:
         con.register(_CHUNK_VIEW, chunk)
-        return [pa.Table.from_batches(list(_combinations(con, _CHUNK_VIEW, names))) for names in groupings]
+        table = _groupable(con, _CHUNK_VIEW, width=chunk.num_columns)
+        return [pa.Table.from_batches(list(_combinations(con, table, names))) for names in groupings]
+
+
+def _groupable(con: duckdb.DuckDBPyConnection, view: str, *, width: int) -> str:
+    """The table to group the registered Arrow ``view``'s frames from: itself, or a DuckDB copy when it is wide.
+
+    See :data:`COPY_ABOVE_COLUMNS`; the copy is a temporary table of ``con`` (gone with the connection).
+    """
+    if width <= COPY_ABOVE_COLUMNS:
+        return view
+    materialize(con, "table_copy", f"{view}_copy", tables={"table": view}, temporary=True)
+    return f"{view}_copy"
 
 
 def _combinations(con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, ...]) -> Iterator[pa.RecordBatch]:

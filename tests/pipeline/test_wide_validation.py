@@ -6,6 +6,7 @@ from __future__ import annotations
 import pickle
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from dqrelease.errors import ValidationFailedError
@@ -68,3 +69,17 @@ def test_a_chunk_copied_into_duckdb_fails_as_one_read_in_place(monkeypatch):
     copied = _published_failures(frame)
     assert copied == in_place
     assert {failure["column"] for failure in copied} >= {"colour", "flag"}
+
+
+def test_a_workers_chunk_copied_into_duckdb_groups_as_one_read_in_place(monkeypatch):
+    batch = pa.record_batch({"colour": ["red", None, "red", "blue"], "flag": ["1", "0", "1", "1"]})
+    groupings = [("colour",), ("flag",), ("colour", "flag")]
+
+    def grouped() -> list[list[tuple]]:
+        return [sorted(zip(*table.to_pydict().values(), strict=True), key=repr)
+                for table in validate_module._grouped_chunk(batch, groupings=groupings)]
+
+    in_place = grouped()
+    monkeypatch.setattr(validate_module, "COPY_ABOVE_COLUMNS", 1)
+    assert grouped() == in_place
+    assert in_place[0] == sorted([("blue", 1), ("red", 2), (None, 1)], key=repr)
