@@ -192,6 +192,10 @@ class TableWriter:
             self._hand("duckdb", lambda: self._append_duckdb(table, first=first))
         self._chunks += 1
 
+    def wait(self) -> None:
+        """Block until every chunk appended so far is written in every format (a format thread's error is raised)."""
+        self._wait_all()
+
     def finish(self) -> dict[str, dict[str, str]]:
         """Flush and close the files; return ``{format: {path, sha256[, table, content_sha256]}}``.
 

@@ -231,6 +231,7 @@ def test_the_parquet_writer_keeps_no_chunk_once_its_row_group_is_written(tmp_pat
         for frame in rows.frames():
             writer.append(frame)
             del frame
+        writer.wait()  # the format threads have written every chunk
         held = pa.total_allocated_bytes() - before
         writer.finish()
     assert held < one_chunk / 2, f"Arrow holds {held:,} bytes after the last chunk; one chunk is {one_chunk:,}"
@@ -268,6 +269,7 @@ def test_the_published_duckdb_table_is_written_within_its_memory_limit(tmp_path,
         for _ in range(12):
             frame = pd.DataFrame(rng.integers(0, 2**62, size=(200_000, 8)), columns=[f"c{j}" for j in range(8)])
             writer.append(frame)
+            writer.wait()  # the DuckDB thread has inserted the chunk
             used.append(writer._duckdb.sql("select sum(memory_usage_bytes) from duckdb_memory()").fetchall()[0][0])
         writer.finish()
     with duckdb.connect(str(tmp_path / "synthetic.duckdb"), read_only=True) as con:
