@@ -192,10 +192,6 @@ class TableWriter:
             self._hand("duckdb", lambda: self._append_duckdb(table, first=first))
         self._chunks += 1
 
-    def wait(self) -> None:
-        """Block until every chunk appended so far is written in every format (a format thread's error is raised)."""
-        self._wait_all()
-
     def finish(self) -> dict[str, dict[str, str]]:
         """Flush and close the files; return ``{format: {path, sha256[, table, content_sha256]}}``.
 
@@ -204,7 +200,7 @@ class TableWriter:
         """
         if self._chunks == 0:
             raise ValueError("no chunk was written: append at least one (possibly empty) frame")
-        self._wait_all()
+        self.wait()
         if self._parquet is not None:
             self._write_row_groups(self._parquet, final=True)
         self._close()
@@ -230,8 +226,8 @@ class TableWriter:
             previous.result()
         self._pending[name] = self._threads[name].submit(write)
 
-    def _wait_all(self) -> None:
-        """Wait until every format's thread has written its chunk; raise the first error."""
+    def wait(self) -> None:
+        """Block until every chunk appended so far is written in every format (a format thread's error is raised)."""
         pending, self._pending = self._pending, {}
         errors = [future.exception() for future in pending.values()]
         for error in errors:
