@@ -10,6 +10,14 @@ expectation's observed value (that sum under the rule's condition) is the number
 comes back is plain data (:class:`Outcome`), never a GX object, so the caller needs no GX import and nothing but the
 three public things of a result (the expectation, the schema column and a count) crosses the process boundary.
 
+Columns whose checks are the same up to the column's name, and check each value on its own (in a set, not null, a
+pattern, a range: :data:`_VALUE_BY_VALUE`), are listed in :attr:`SuiteShape.stacks`: their column frames may be sent
+*stacked*, one under the other in one frame (:attr:`Collapsed.members`), and checked by one column's expectations
+at once. What Great Expectations costs is about 20 ms per expectation it evaluates, whatever the frame's length, so
+a 10,000-column binary table cost 10,000 frames × 2 expectations a pass; stacked, it costs two. The unexpected
+positions are given back to the members by the frame rows each holds, so the outcomes are those of the frames one
+by one.
+
 Invariants:
 
 * One ephemeral GX context per process (cached), progress bars off, analytics off (see ``expectations``).
@@ -26,12 +34,15 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 import pandas as pd
 
+from dqrelease.expectations.frame import NUMBER_SUFFIX, ROWS_COLUMN, number_column
 from dqrelease.inputs.schema import Schema
 
 if TYPE_CHECKING:
@@ -40,6 +51,14 @@ if TYPE_CHECKING:
 __all__ = ["COLUMN_SET", "Collapsed", "Outcome", "SuiteShape", "SuiteSpec", "check_chunk", "suite_shape", "warm_up"]
 
 COLUMN_SET = "expect_table_columns_to_match_set"
+
+_VALUE_BY_VALUE = frozenset({
+    "expect_column_values_to_be_in_set",
+    "expect_column_values_to_not_be_null",
+    "expect_column_values_to_match_regex",
+    "expect_column_values_to_be_between",
+})
+"""Column expectations that judge each value alone (no ``mostly``): a stacked frame's verdict is its members'."""
 
 _RESULT_FORMAT = {"result_format": "COMPLETE", "partial_unexpected_count": 0, "include_unexpected_rows": False,
                   "return_unexpected_index_query": False}
@@ -82,6 +101,8 @@ class SuiteShape:
         rule_columns: For each rule (same order): the schema columns it names (its rule frame's columns).
         order: ``(expectation, column)`` of every expectation, in the suite's order (that of the failures).
         suite: The spec's digest (:attr:`SuiteSpec.digest`), which :func:`check_chunk` takes.
+        stacks: Sets of two or more columns whose column frames may be stacked (see the module docstring), in
+            schema order.
     """
 
     numbers: tuple[str, ...]
@@ -89,6 +110,7 @@ class SuiteShape:
     rule_columns: tuple[tuple[str, ...], ...] = ()
     order: tuple[tuple[str, str], ...] = ()
     suite: str = ""
+    stacks: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,12 +124,16 @@ class Collapsed:
         column: A column frame's column (its expectations check it), or None.
         rules: A rule frame's rules (all on the same columns), or empty.
         numbers: The numeric columns of ``values`` to add a derived ``DOUBLE`` column for.
+        members: For column frames of one of :attr:`SuiteShape.stacks` stacked into one: each member column and
+            the number of frame rows it holds, in frame order (``column`` is the first member's, and its column of
+            ``values`` holds every member's values); empty for a frame of one column.
     """
 
     values: pd.DataFrame
     column: str | None = None
     rules: tuple[str, ...] = ()
     numbers: tuple[str, ...] = ()
+    members: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,8 +189,9 @@ def suite_shape(spec: SuiteSpec) -> SuiteShape:
             rules.append(meta["rule"])
             rule_columns.append(tuple(meta["columns"]))
     order = tuple(_key(expectation.configuration) for expectation in suite.expectations)
-    return SuiteShape(numbers=tuple(dict.fromkeys(numbers)), rules=tuple(rules), rule_columns=tuple(rule_columns),
-                      order=order, suite=spec.digest)
+    numbers = list(dict.fromkeys(numbers))
+    return SuiteShape(numbers=tuple(numbers), rules=tuple(rules), rule_columns=tuple(rule_columns),
+                      order=order, suite=spec.digest, stacks=_stacks(spec, set(numbers)))
 
 
 def check_chunk(chunk: Collapsed, *, suite: str) -> list[Outcome]:
@@ -177,8 +204,6 @@ def check_chunk(chunk: Collapsed, *, suite: str) -> list[Outcome]:
     Raises:
         LookupError: If :func:`suite_shape` was not called in this process for that suite.
     """
-    from dqrelease.expectations.frame import ROWS_COLUMN, number_column
-
     spec = _SPECS.get(suite)
     if spec is None:
         raise LookupError(f"suite {suite[:12]} is not known in this process: call suite_shape with its spec first")
@@ -189,7 +214,11 @@ def check_chunk(chunk: Collapsed, *, suite: str) -> list[Outcome]:
     batch = _batch_definition().get_batch(batch_parameters={"dataframe": frame})
     results = batch.validate(_suite_part(spec, chunk.column, chunk.rules), result_format=_RESULT_FORMAT).results
     rows = frame[ROWS_COLUMN].to_numpy() if ROWS_COLUMN in frame else None
-    return [_outcome(result, rows) for result in results]
+    if not chunk.members:
+        return [_outcome(result, rows) for result in results]
+    names = [name for name, _ in chunk.members]
+    owner = np.repeat(np.arange(len(names)), [size for _, size in chunk.members])
+    return [outcome for result in results for outcome in _member_outcomes(result, rows, owner, names)]
 
 
 # ---------------------------------------------------------------------- GX
@@ -261,6 +290,33 @@ def _suite_index(spec: SuiteSpec) -> tuple[list[tuple[str, Any]], dict[str, list
     return by_rule, by_column
 
 
+def _stacks(spec: SuiteSpec, numbers: set[str]) -> tuple[tuple[str, ...], ...]:
+    """The columns whose expectations are the same value-by-value checks up to the column's name, by sets of 2+."""
+    _, by_column = _suite_index(spec)
+    sets: dict[str, list[str]] = {}
+    for name, expectations in by_column.items():
+        if name == "(table)":
+            continue
+        signature = _signature(name, expectations, number=name in numbers)
+        if signature is not None:
+            sets.setdefault(signature, []).append(name)
+    return tuple(tuple(names) for names in sets.values() if len(names) > 1)
+
+
+def _signature(name: str, expectations: list[Any], *, number: bool) -> str | None:
+    """What a column's expectations check, without its name; None when one of them is not value by value."""
+    parts: list[Any] = [number]
+    for expectation in expectations:
+        config = expectation.configuration
+        kwargs = dict(config.kwargs)
+        target = kwargs.pop("column", None)
+        on = {name: "values", number_column(name): "numbers"}.get(target)
+        if config.type not in _VALUE_BY_VALUE or on is None or "mostly" in kwargs:
+            return None
+        parts.append([config.type, on, kwargs])
+    return json.dumps(parts, sort_keys=True, default=str)
+
+
 def _key(config: Any) -> tuple[str, str]:
     """``(expectation, schema column)`` of an expectation's configuration (``"(table)"``: table-level)."""
     meta = config.meta or {}
@@ -290,10 +346,22 @@ def _outcome(result: Any, rows: Any) -> Outcome:
     )
 
 
+def _member_outcomes(result: Any, rows: Any, owner: np.ndarray, names: list[str]) -> list[Outcome]:
+    """A stacked frame's result as each member's: its rows at the unexpected positions among its own."""
+    details = result.result or {}
+    positions = np.asarray(details.get("unexpected_index_list") or [], dtype=np.int64)
+    counts = np.bincount(owner[positions], weights=rows[positions], minlength=len(names))
+    expectation, _ = _key(result.expectation_config)
+    raised = _raised(result.exception_info)
+    return [
+        Outcome(expectation=expectation, column=name, rule=None, success=not raised and count == 0,
+                unexpected_count=int(count), observed_value=0, raised=raised)
+        for name, count in zip(names, counts, strict=True)
+    ]
+
+
 def _schema_names(names: list[Any]) -> tuple[str, ...]:
     """Map derived ``"<name> (as number)"`` columns back to their schema column, keeping order, once."""
-    from dqrelease.expectations.frame import NUMBER_SUFFIX
-
     out: list[str] = []
     for name in names:
         base = str(name).removesuffix(NUMBER_SUFFIX)

@@ -10,7 +10,9 @@ and a table's columns have far fewer distinct values than rows. So DuckDB collap
 of the suite (:mod:`expectations.engine`, in the side process when one runs, :mod:`dqrelease.runtime.side_process`),
 the rows of the unexpected values are summed, and so the counts are those of the table's rows. Long lists of
 distinct values (a numeric column with millions) are cut into frames of at most :data:`CELLS_PER_CHUNK` cells, so
-memory stays bounded for any table size. The synthetic table is validated the same way while it is written, a chunk
+memory stays bounded for any table size. Column frames of columns with the same checks (a wide binary table's)
+are stacked into frames of up to that bound (:func:`_stacked`), so GX's fixed cost a frame does not grow with the
+width. The synthetic table is validated the same way while it is written, a chunk
 of decoded rows at a time (:class:`SyntheticValidation`), so it is never held whole. The counts, the failures and
 their order (the suite's) do not depend on how the table is cut into chunks. On a Dask cluster the raw table is
 collapsed by chunks of rows on the workers (:func:`_collapsed_by_chunk`: the same ``GROUP BY`` per chunk in an
@@ -201,7 +203,7 @@ class SyntheticValidation:
             table = _groupable(con, "synthetic_chunk", width=len(frame.columns))
             if self._columns is None:
                 self._columns = [name for name, _ in table_columns(con, table)]
-            for chunk in _collapsed(con, table, self._shape, self._columns):
+            for chunk in _stacked(_collapsed(con, table, self._shape, self._columns), self._shape):
                 self._pending.append(side_process.begin(check_chunk, chunk, suite=self._shape.suite))
                 while len(self._pending) > side_process.IN_FLIGHT:
                     self._tally.add(self._pending.popleft().result())
@@ -346,6 +348,39 @@ def _frames(batches: Iterable[pa.RecordBatch], grouping: _Grouping) -> Iterator[
         yield pa.Table.from_batches(held).to_pandas()
 
 
+def _stacked(frames: Iterable[Collapsed], shape: SuiteShape) -> Iterator[Collapsed]:
+    """The frames, with the column frames of each of :attr:`SuiteShape.stacks` stacked into frames of its members.
+
+    Other frames pass at once; stackable column frames are held until the held frames reach
+    :data:`CELLS_PER_CHUNK` cells (then every held set is sent) or the frames end.
+    """
+    stack_of = {name: index for index, names in enumerate(shape.stacks) for name in names}
+    held: dict[int, list[Collapsed]] = {}
+    cells = 0
+    for frame in frames:
+        index = stack_of.get(frame.column) if frame.column is not None and not frame.rules else None
+        if index is None:
+            yield frame
+            continue
+        held.setdefault(index, []).append(frame)
+        cells += frame.values.size
+        if cells >= CELLS_PER_CHUNK:
+            yield from (_stack(group) for group in held.values())
+            held, cells = {}, 0
+    yield from (_stack(group) for group in held.values())
+
+
+def _stack(frames: list[Collapsed]) -> Collapsed:
+    """Column frames of one stack as one frame under the first one's column (:attr:`Collapsed.members`)."""
+    if len(frames) == 1:
+        return frames[0]
+    first = frames[0]
+    values = pd.concat([frame.values.rename(columns={frame.column: first.column}) for frame in frames],
+                       ignore_index=True)
+    members = tuple((frame.column, len(frame.values)) for frame in frames)
+    return Collapsed(values=values, column=first.column, numbers=first.numbers, members=members)
+
+
 def _table_frame(shape: SuiteShape, columns: list[str], *, rows: int) -> Collapsed:
     """The table frame: every column, ``rows`` (0 or 1) rows of NULLs: what the table expectations look at."""
     frame = pd.DataFrame({name: pd.Series([None] * rows, dtype=object) for name in columns})
@@ -370,8 +405,8 @@ def _validate(
     columns = [name for name, _ in table_columns(con, table)]
     shape = side_process.call(suite_shape, spec)
     tally = _Tally(shape, label=label, failing_rules=failing_rules or set(), public=public)
-    collapsed = (_collapsed(con, table, shape, columns) if workers is None
-                 else _collapsed_by_chunk(con, table, shape, columns, workers))
+    collapsed = _stacked(_collapsed(con, table, shape, columns) if workers is None
+                         else _collapsed_by_chunk(con, table, shape, columns, workers), shape)
     for outcomes in side_process.call_each(check_chunk, collapsed, suite=shape.suite):
         tally.add(outcomes)
     if tally.tables == 0:  # an empty table
