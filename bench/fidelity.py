@@ -343,8 +343,11 @@ def mechanism_keys(name: str, loaded: Loaded, *, smoke: bool) -> Any:
 
 
 def run_ours(name: str, loaded: Loaded, reference: FidelityReference, epsilon: float, seed: int,
-             *, smoke: bool) -> dict[str, Any]:
-    """Plan and run one registry mechanism as the pipeline does; figures of the rows it would publish."""
+             *, smoke: bool, keys: Any = None) -> dict[str, Any]:
+    """Plan and run one registry mechanism as the pipeline does; figures of the rows it would publish.
+
+    ``keys``: the mechanism's keys (default :func:`mechanism_keys`), for benchmarks that vary one of them.
+    """
     from dq_engine.errors import DQEngineError
     from dqrelease.errors import ConfigInvalidError
     from dqrelease.mechanisms import PlanInputs, RunInputs, plan_mechanism, run_mechanism
@@ -353,7 +356,7 @@ def run_ours(name: str, loaded: Loaded, reference: FidelityReference, epsilon: f
     inputs = PlanInputs(public=_public(loaded, epsilon), mode="tight", deterministic=True,
                         constraints=loaded.constraints)
     try:
-        plan = plan_mechanism(mechanism_keys(name, loaded, smoke=smoke), inputs)
+        plan = plan_mechanism(keys if keys is not None else mechanism_keys(name, loaded, smoke=smoke), inputs)
     except (DQEngineError, ConfigInvalidError) as refusal:
         return {"status": "refused", "note": f"{type(refusal).__name__}: {refusal}",
                 "plan_seconds": time.perf_counter() - began}

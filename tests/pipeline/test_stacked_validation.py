@@ -19,7 +19,7 @@ from dqrelease.expectations.validate import SyntheticValidation, validate_table
 from dqrelease.inputs.schema import Schema
 from dqrelease.warehouse import connect
 
-BINARY = [f"b{i}" for i in range(8)]
+BINARY = [*(f"b{i}" for i in range(7)), 'b7 "quoted"']  # a name that must be quoted in the UNPIVOT
 SAME_VALUES = ["k1", "k2", "k3"]
 SCHEMA = Schema.model_validate({
     "columns": [
@@ -41,7 +41,8 @@ def _rows(n: int, seed: int) -> pd.DataFrame:
     def pick(options: list[str | None]) -> list[str | None]:
         return [options[i] for i in rng.integers(0, len(options), n)]
 
-    columns = {name: pick(["0", "1", "1", "0"] + (["2", None] if i % 3 == 0 else [])) for i, name in enumerate(BINARY)}
+    columns = {name: pick(["0", "1", "1", "0"] + (["2", None] if i in (0, 3, 7) else []))
+               for i, name in enumerate(BINARY)}
     columns["maybe"] = pick(["0", "1", None])
     columns |= {name: pick(["a", "b", "c"] + (["d"] if i == 1 else [None] if i == 2 else []))
                 for i, name in enumerate(SAME_VALUES)}
@@ -51,7 +52,9 @@ def _rows(n: int, seed: int) -> pd.DataFrame:
 
 
 def _unstacked(monkeypatch) -> None:
+    """Validation as before stacks: one frame per column, each collapsed by its own statement."""
     monkeypatch.setattr(validate_module, "_stacked", lambda frames, shape: iter(frames))
+    monkeypatch.setattr(validate_module, "UNPIVOT_ROWS", 0)
 
 
 def _raw_failures(rows: pd.DataFrame) -> list[dict[str, str]]:
@@ -72,14 +75,16 @@ def test_columns_with_the_same_checks_share_a_stack_and_others_do_not():
 
 def test_stacked_raw_validation_fails_as_column_by_column(monkeypatch):
     rows = _rows(600, seed=5)
-    stacked = _raw_failures(rows)
+    stacked = _raw_failures(rows)  # 600 rows: each stack collapsed by one UNPIVOT
+    monkeypatch.setattr(validate_module, "UNPIVOT_ROWS", 0)
+    assert _raw_failures(rows) == stacked  # each column collapsed by its own statement, then stacked
     _unstacked(monkeypatch)
     assert _raw_failures(rows) == stacked
     failing = {failure["column"] for failure in stacked}
-    assert failing >= {"b0", "b3", "b6", "k2", "k3", "other", "n1", "n2", "n3"}
-    assert failing.isdisjoint({"b1", "b2", "b4", "maybe"})  # members of a failing stack that did not fail
+    assert failing >= {"b0", "b3", BINARY[7], "k2", "k3", "other", "n1", "n2", "n3"}
+    assert failing.isdisjoint({"b1", "b2", "b4", "b5", "b6", "maybe"})  # members of a failing stack that did not fail
     counts = {(failure["expectation"], failure["column"]): int(failure["unexpected_count"]) for failure in stacked}
-    for name in ("b0", "b3", "b6"):  # each member counts its own rows
+    for name in ("b0", "b3", BINARY[7]):  # each member counts its own rows
         assert counts[("expect_column_values_to_be_in_set", name)] == int((rows[name] == "2").sum())
         assert counts[("expect_column_values_to_not_be_null", name)] == int(rows[name].isna().sum())
     number = pd.to_numeric(rows["n2"], errors="coerce")
@@ -130,10 +135,12 @@ def test_a_wide_binary_table_is_checked_in_a_few_frames(monkeypatch):
     ]
 
 
-def test_stacks_are_cut_at_the_cells_bound(monkeypatch):
+@pytest.mark.parametrize("unpivot_rows", [validate_module.UNPIVOT_ROWS, 0])
+def test_stacks_are_cut_at_the_cells_bound(monkeypatch, unpivot_rows):
     """With a bound of a few cells, every stack is sent in several frames, and the verdict is unchanged."""
     rows = _rows(300, seed=13)
     whole = _raw_failures(rows)
+    monkeypatch.setattr(validate_module, "UNPIVOT_ROWS", unpivot_rows)
     stacked = validate_module._stacked
     sizes: list[int] = []
 
@@ -144,5 +151,6 @@ def test_stacks_are_cut_at_the_cells_bound(monkeypatch):
 
     monkeypatch.setattr(validate_module, "_stacked", spy)
     monkeypatch.setattr(validate_module, "CELLS_PER_CHUNK", 12)
+    monkeypatch.setattr(validate_module, "MIN_ROWS_PER_CHUNK", 1)
     assert _raw_failures(rows) == whole
-    assert max(sizes) < len(BINARY)
+    assert 1 < max(sizes) < len(BINARY)
