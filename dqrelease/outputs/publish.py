@@ -52,9 +52,26 @@ __all__ = [
 TABLE = "synthetic"
 
 PUBLISHED_DUCKDB_MEMORY = "256MiB"
-"""DuckDB's memory limit for the published ``synthetic.duckdb`` while it is written. Inserting only appends blocks,
-which DuckDB writes to the file and can then drop; without a limit its buffer pool keeps every block written (its
-default limit is 80% of the machine), so the writer grew by about 25 MB per million KDD99 rows, 2.5 GB at 100M."""
+"""DuckDB's memory limit for the published ``synthetic.duckdb`` while it is written (up to
+:data:`NARROW_COLUMNS` columns; :func:`published_duckdb_memory`). Inserting only appends blocks, which DuckDB writes
+to the file and can then drop; without a limit its buffer pool keeps every block written (its default limit is 80%
+of the machine), so the writer grew by about 25 MB per million KDD99 rows, 2.5 GB at 100M."""
+
+NARROW_COLUMNS = 256
+WIDE_DUCKDB_MEMORY_BYTES = 1 << 30
+WIDE_DUCKDB_BYTES_PER_COLUMN = 128 << 10
+"""A wider table's writer needs more: DuckDB holds a row group being filled (122,880 rows) in memory, and a wide
+chunk has few rows, so its whole row group (every column's segment) is held. Measured (one insert of two chunks of
+64M text cells each): 300 columns fit 256 MiB; 1,000 and 2,500 columns fail at 256 MiB and 320 MiB and fit 1 GiB;
+10,000 columns fail at 768 MiB and fit 1 GiB and 1.25 GiB. Above :data:`NARROW_COLUMNS` columns the limit is the
+larger of 1 GiB and 128 KiB a column (1.22 GiB at 10,000)."""
+
+def published_duckdb_memory(columns: int) -> str:
+    """The published ``synthetic.duckdb`` writer's memory limit for a table of ``columns`` columns (DuckDB's text)."""
+    if columns <= NARROW_COLUMNS:
+        return PUBLISHED_DUCKDB_MEMORY
+    return f"{max(WIDE_DUCKDB_MEMORY_BYTES, WIDE_DUCKDB_BYTES_PER_COLUMN * columns) >> 20}MiB"
+
 
 PARQUET_ROW_GROUP_ROWS = PUBLISH_CHUNK_ROWS
 """Rows of every Parquet row group but the last (pyarrow's default, 1,048,576) for a table of at most 64 columns,
@@ -237,7 +254,7 @@ class TableWriter:
     def _append_duckdb(self, table: pa.Table, *, first: bool) -> None:
         if self._duckdb is None:
             self._duckdb = duckdb.connect(str(self.directory / "synthetic.duckdb"),
-                                          config={"memory_limit": PUBLISHED_DUCKDB_MEMORY})
+                                          config={"memory_limit": published_duckdb_memory(table.num_columns)})
         self._duckdb.register("chunk", table)
         # TABLE is a module constant: no identifier from input reaches the SQL text
         verb = f"create table {TABLE} as" if first else f"insert into {TABLE}"

@@ -275,3 +275,20 @@ def test_the_published_duckdb_table_is_written_within_its_memory_limit(tmp_path,
     with duckdb.connect(str(tmp_path / "synthetic.duckdb"), read_only=True) as con:
         assert con.sql("select count(*) from synthetic").fetchall()[0][0] == 12 * 200_000
     assert max(used) <= 8 * 2**20, f"DuckDB held up to {max(used):,} bytes"
+
+
+def test_a_wide_published_duckdb_table_gets_a_larger_writer_limit(tmp_path):
+    """DuckDB holds a wide table's whole row group being filled: 1,000 columns failed at 256 MiB (measured,
+    docs/decisions.md). Narrow tables keep 256 MiB; wider ones get max(1 GiB, 128 KiB a column)."""
+    memory = dqrelease.outputs.publish.published_duckdb_memory
+    assert [memory(42), memory(256), memory(257), memory(1_000), memory(10_000)] == [
+        "256MiB", "256MiB", "1024MiB", "1024MiB", "1250MiB"]
+    frame = pd.DataFrame({f"c{j}": ["0", "1"] * 500 for j in range(300)})
+    with dqrelease.outputs.publish.TableWriter(tmp_path, ["duckdb"]) as writer:
+        writer.append(frame)
+        writer.wait()
+        limit = writer._duckdb.sql("select current_setting('memory_limit')").fetchall()[0][0]
+        writer.finish()
+    assert limit.replace(" ", "") in ("1024.0MiB", "1.0GiB", "1GiB")
+    with duckdb.connect(str(tmp_path / "synthetic.duckdb"), read_only=True) as con:
+        assert con.sql("select count(*) from synthetic").fetchall()[0][0] == 1000
