@@ -87,7 +87,11 @@ def test_smoke_run_forecasts_measures_and_compares_on_the_grid(tmp_path: Path):
     for run in runs:
         assert run["plan"] == "dualquery + table fit" and run["charged_epsilon"] <= run["epsilon"]
         assert run["published_rows"] == 2_000 and run["violating_rows"] == 0  # the schema's rules hold
-        assert 0 < run["worst_one_way_cell"] <= run["workload_max_error"] <= 1  # 1-way cells are workload queries
+        # 1-way cells are workload queries; the two figures are computed by different sums, so when the worst cell
+        # is the workload's worst query they may differ in the last bits (seen: 0.16350000000000012 against
+        # 0.16349999999999995): tolerance 1e-9
+        assert 0 < run["worst_one_way_cell"] <= run["workload_max_error"] + 1e-9
+        assert run["workload_max_error"] <= 1
     forecasts = report["forecast_by_epsilon"]
     assert forecasts["0.5"]["worst_one_way_cell"] > forecasts["4"]["worst_one_way_cell"]  # more epsilon, less error
     medians = {}
