@@ -17,8 +17,9 @@ width; on a wide table of few rows DuckDB collapses each such set of columns in 
 of decoded rows at a time (:class:`SyntheticValidation`), so it is never held whole. The counts, the failures and
 their order (the suite's) do not depend on how the table is cut into chunks. On a Dask cluster the raw table is
 collapsed by chunks of rows on the workers (:func:`_collapsed_by_chunk`: the same ``GROUP BY`` per chunk in an
-in-memory DuckDB) and the chunks' rows summed here by value before GX sees the frames. This module does not import
-GX.
+in-memory DuckDB, and the same ``UNPIVOT`` of each stack when a chunk's rows are at most :data:`UNPIVOT_ROWS`, as
+they are beyond about 4,000 columns) and the chunks' rows summed here by value before GX sees the frames. This
+module does not import GX.
 
 Invariants:
 
@@ -34,7 +35,7 @@ Invariants:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
@@ -55,8 +56,9 @@ from dqrelease.expectations.engine import (
 from dqrelease.expectations.frame import ROWS_COLUMN
 from dqrelease.inputs.ingest import is_basket_table
 from dqrelease.inputs.schema import Schema
+from dqrelease.runtime import chunks as chunks_module
 from dqrelease.runtime import side_process
-from dqrelease.runtime.chunks import ChunkWorkers, map_chunks, sum_counts, table_chunks
+from dqrelease.runtime.chunks import ChunkWorkers, chunk_rows_for, map_chunks, sum_counts, table_chunks
 from dqrelease.warehouse import (
     connect,
     materialize,
@@ -304,43 +306,63 @@ def _collapsed(
     if rows == 0:
         return
     yield _table_frame(shape, columns, rows=1)
-    present = set(columns)
-    stacks = [names for names in (tuple(n for n in stack if n in present) for stack in shape.stacks)
-              if len(names) > 1] if rows <= UNPIVOT_ROWS else []
-    unpivoted = {name for names in stacks for name in names}
-    for grouping in _groupings(shape, columns):
-        if grouping.column in unpivoted:
-            continue
+    groupings, stacks = _plan(shape, columns, rows=rows)
+    for grouping in groupings:
         for values in _frames(_combinations(con, table, grouping.names), grouping):
             yield grouping.frame(values)
     for names in stacks:
-        yield from _stack_frames(con, table, names, numbers=(names[0],) if names[0] in shape.numbers else ())
+        yield from _stack_frames(_unpivoted(con, table, names), names, shape)
 
 
 def _collapsed_by_chunk(
     con: duckdb.DuckDBPyConnection, table: str, shape: SuiteShape, columns: list[str], workers: ChunkWorkers
 ) -> Iterator[Collapsed]:
-    """:func:`_collapsed`, each chunk of rows grouped on a worker and the chunks' rows summed here by value."""
-    groupings = _groupings(shape, columns)
+    """:func:`_collapsed`, each chunk of rows grouped on a worker and the chunks' rows summed here by value.
+
+    Whether stacks are unpivoted follows the chunks' rows (a function of the width: every chunk but the last has
+    them), so every chunk returns the same parts in the same order.
+    """
+    groupings, stacks = _plan(shape, columns, rows=chunk_rows_for(len(columns), most=chunks_module.READ_CHUNK_ROWS))
     partials = map_chunks(_grouped_chunk, table_chunks(con, table), workers=workers,
-                          groupings=[grouping.names for grouping in groupings])
-    summed: list[pa.Table | None] = [None] * len(groupings)
+                          groupings=[grouping.names for grouping in groupings], stacks=stacks)
+    summed: list[pa.Table | None] = [None] * (len(groupings) + len(stacks))
     for parts in partials:
         summed = [sum_counts([part] if total is None else [total, part], count=ROWS_COLUMN)
                   for total, part in zip(summed, parts, strict=True)]
-    if summed[0] is None or summed[0].num_rows == 0:  # no chunk: an empty table
+    if not summed or summed[0] is None or summed[0].num_rows == 0:  # no chunk: an empty table
         return
     yield _table_frame(shape, columns, rows=1)
-    for grouping, total in zip(groupings, summed, strict=True):
+    for grouping, total in zip(groupings, summed[:len(groupings)], strict=True):
         yield from (grouping.frame(values) for values in _frames(total.to_batches(), grouping))
+    for names, total in zip(stacks, summed[len(groupings):], strict=True):
+        yield from _stack_frames(total, names, shape)
 
 
-def _grouped_chunk(chunk: pa.RecordBatch, *, groupings: list[tuple[str, ...]]) -> list[pa.Table]:
-    """Each grouping's distinct values and rows in one chunk of the table, in an in-memory DuckDB (on a worker)."""
+def _grouped_chunk(
+    chunk: pa.RecordBatch, *, groupings: Sequence[tuple[str, ...]], stacks: Sequence[tuple[str, ...]] = ()
+) -> list[pa.Table]:
+    """Each grouping's distinct values and rows in one chunk of the table, in an in-memory DuckDB (on a worker).
+
+    Then each stack's unpivoted values (:func:`_unpivoted`), in the order of ``stacks``.
+    """
     with connect(None) as con:
         con.register(_CHUNK_VIEW, chunk)
         table = _groupable(con, _CHUNK_VIEW, width=chunk.num_columns)
-        return [pa.Table.from_batches(list(_combinations(con, table, names))) for names in groupings]
+        return [*(pa.Table.from_batches(list(_combinations(con, table, names))) for names in groupings),
+                *(_unpivoted(con, table, names) for names in stacks)]
+
+
+def _plan(shape: SuiteShape, columns: list[str], *, rows: int) -> tuple[list[_Grouping], list[tuple[str, ...]]]:
+    """The groupings collapsed by their own statement and the stacks collapsed by one ``UNPIVOT`` each.
+
+    Stacks (of at least two of ``columns``) are unpivoted when a table or chunk of ``rows`` rows is at most
+    :data:`UNPIVOT_ROWS`; their columns then have no grouping of their own.
+    """
+    present = set(columns)
+    stacks = [names for names in (tuple(n for n in stack if n in present) for stack in shape.stacks)
+              if len(names) > 1] if rows <= UNPIVOT_ROWS else []
+    unpivoted = {name for names in stacks for name in names}
+    return [g for g in _groupings(shape, columns) if g.column not in unpivoted], stacks
 
 
 def _groupable(con: duckdb.DuckDBPyConnection, view: str, *, width: int) -> str:
@@ -361,20 +383,25 @@ def _combinations(con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, 
         yield batch.rename_columns([*batch.schema.names[:-1], ROWS_COLUMN])
 
 
-def _stack_frames(
-    con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, ...], *, numbers: tuple[str, ...]
-) -> Iterator[Collapsed]:
-    """A stack's column frames, stacked (:attr:`Collapsed.members`), from one ``UNPIVOT`` of its columns.
+def _unpivoted(con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, ...]) -> pa.Table:
+    """The distinct values of each of the stack's columns ``names``: ``column, value,`` and their rows (last)."""
+    sql = render("validation_stack", {"table": table}).replace(
+        "/* columns */", ", ".join(quote_column(name) for name in names))
+    counted = con.sql(sql, params={"columns": list(names)}).to_arrow_table()
+    return counted.rename_columns(["column", "value", ROWS_COLUMN])
+
+
+def _stack_frames(counted: pa.Table, names: tuple[str, ...], shape: SuiteShape) -> Iterator[Collapsed]:
+    """A stack's column frames, stacked (:attr:`Collapsed.members`), from its unpivoted values (:func:`_unpivoted`).
 
     Frames are cut between members at :data:`CELLS_PER_CHUNK` cells; the values are under the first member's name.
     """
-    sql = render("validation_stack", {"table": table}).replace(
-        "/* columns */", ", ".join(quote_column(name) for name in names))
-    counted = con.sql(sql, params={"columns": list(names)}).to_arrow_table().to_pandas()
+    numbers = (names[0],) if names[0] in shape.numbers else ()
+    counted = counted.to_pandas()
     order = pd.Categorical(counted["column"], categories=list(names))
     counted = counted.assign(member=order.codes).sort_values("member", kind="stable")
     sizes = counted["member"].value_counts(sort=False).reindex(range(len(names)), fill_value=0).to_numpy()
-    values = pd.DataFrame({names[0]: counted["value"].to_numpy(), ROWS_COLUMN: counted["rows"].to_numpy()})
+    values = pd.DataFrame({names[0]: counted["value"].to_numpy(), ROWS_COLUMN: counted[ROWS_COLUMN].to_numpy()})
     limit = max(MIN_ROWS_PER_CHUNK, CELLS_PER_CHUNK // (2 + len(numbers)))
 
     def frame(start: int, held: int, members: list[tuple[str, int]]) -> Collapsed:

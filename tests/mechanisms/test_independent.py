@@ -119,22 +119,15 @@ def _inputs(data: Dataset, epsilon: float, *, n: int | None = None) -> PlanInput
 
 
 @pytest.mark.parametrize("epsilon", [0.1, 1.0, 4.0])
-def test_the_plan_charges_at_most_the_target_and_the_run_spends_its_plan(epsilon):
+def test_the_plan_charges_at_most_the_target_and_the_run_spends_its_plan(epsilon, tmp_path):
     data = _dependent_table(500)
     inputs = _inputs(data, epsilon)
     plan = plan_mechanism(MECHANISMS["independent"].keys(), inputs)
     assert plan.charged.epsilon <= epsilon
     assert plan.parameters["rho"] == independent_rho(epsilon, 1e-9, "tight")
-    result = run_mechanism(study_grant(plan, _tmp()), RunInputs(data=data, workload=inputs.workload,
+    result = run_mechanism(study_grant(plan, tmp_path), RunInputs(data=data, workload=inputs.workload,
                                                                 rng=make_rng(2)))
     assert result.events == plan.events and len(result.records) == 500
-
-
-def _tmp():
-    import tempfile
-    from pathlib import Path
-
-    return Path(tempfile.mkdtemp(prefix="dqrelease-independent-"))
 
 
 def test_the_one_way_forecast_is_the_noise_of_the_measurement():

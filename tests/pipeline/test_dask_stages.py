@@ -11,6 +11,7 @@ import pytest
 import dqrelease.runtime.chunks as chunks_module
 from dq_engine import make_rng
 from dqrelease.errors import ValidationFailedError
+from dqrelease.expectations import validate as validate_module
 from dqrelease.expectations.validate import validate_table
 from dqrelease.inputs.discretize import discretize
 from dqrelease.outputs.csv_text import canonical_csv
@@ -19,6 +20,10 @@ from dqrelease.outputs.published_rows import PublishedRows
 from dqrelease.runtime.chunks import ChunkWorkers
 from dqrelease.warehouse import connect
 from tests.constraints.test_rules_pipeline import _raw_frame, _schema, _store
+from tests.pipeline.test_stacked_validation import BINARY as STACKED_BINARY
+from tests.pipeline.test_stacked_validation import SAME_VALUES
+from tests.pipeline.test_stacked_validation import SCHEMA as STACKED_SCHEMA
+from tests.pipeline.test_stacked_validation import _rows as _stacked_rows
 from tests.pipeline.test_streaming_outputs import FORMATS, RECORDS, ROWS, SCHEMA, _records, _result
 from tests.pipeline.test_validation_distinct import _rows
 
@@ -87,6 +92,37 @@ def test_raw_rule_counts_by_chunk_on_workers_are_the_local_counts(workers: Chunk
         alone = validate_table(con, "raw", schema, label="raw table")
         chunked = validate_table(con, "raw", schema, label="raw table", workers=workers)
     assert chunked == alone and any(alone.values())
+
+
+def test_stacked_raw_validation_by_chunk_on_workers_fails_as_the_local_path(workers: ChunkWorkers, monkeypatch):
+    """Columns with the same checks are unpivoted together on the workers (a chunk of 128 rows is at most
+    ``UNPIVOT_ROWS``), their values summed here by (column, value): the local verdict, member by member."""
+    unpivoted: list[tuple[str, ...]] = []
+    stack_frames = validate_module._stack_frames
+
+    def spy(counted, names, shape):
+        unpivoted.append(names)
+        return stack_frames(counted, names, shape)
+
+    with connect(None) as con:
+        rows = _stacked_rows(1000, seed=21)  # 8 chunks
+        con.register("rows_view", rows)
+        con.execute("create table raw as select * from rows_view")
+        with pytest.raises(ValidationFailedError) as alone:
+            validate_table(con, "raw", STACKED_SCHEMA, label="raw table")
+        monkeypatch.setattr(validate_module, "_stack_frames", spy)
+        with distributed.get_task_stream(client=workers.client) as stream, \
+                pytest.raises(ValidationFailedError) as chunked:
+            validate_table(con, "raw", STACKED_SCHEMA, label="raw table", workers=workers)
+        monkeypatch.setattr(validate_module, "UNPIVOT_ROWS", 0)  # every column grouped by its own statement
+        with pytest.raises(ValidationFailedError) as by_column:
+            validate_table(con, "raw", STACKED_SCHEMA, label="raw table", workers=workers)
+    assert chunked.value.failures == alone.value.failures == by_column.value.failures
+    assert str(chunked.value) == str(alone.value)
+    assert {failure["column"] for failure in alone.value.failures} >= {"b0", "b3", "k2", "n1", "n2"}
+    assert set(unpivoted) == {tuple(STACKED_BINARY), tuple(SAME_VALUES), ("n1", "n2")}  # only on the chunked run
+    ran_on = _ran_on(stream.data, "_grouped_chunk")
+    assert len(ran_on) == 8 and set(ran_on) == set(workers.addresses)
 
 
 @pytest.mark.parametrize("numeric_values", ["uniform", "bucket_label"])
