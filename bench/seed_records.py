@@ -86,6 +86,8 @@ def run(args: argparse.Namespace) -> None:
         for seed in args.seeds:
             for epsilon in args.epsilons:
                 for name, variant in variants(args.mechanisms, args.shares):
+                    if args.variants and variant not in args.variants and name not in args.variants:
+                        continue
                     row: dict[str, Any] = {"setting": setting_name, "mechanism": name, "variant": variant,
                                            "epsilon": epsilon, "seed": seed}
                     if _key(row) in done:
@@ -152,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
                         default=list(MECHANISMS))
     parser.add_argument("--shares", nargs="+", type=float, default=list(SHARES))
     parser.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS))
+    parser.add_argument("--variants", nargs="+", default=[],
+                        help="run only these variants or reference mechanisms (e.g. default share-0.9 independent)")
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     parser.add_argument("--out", type=Path, default=RESULTS / "seed_records.jsonl")
     parser.add_argument("--report", action="store_true", help="only write the Markdown table from --out")
