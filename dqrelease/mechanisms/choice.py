@@ -12,7 +12,7 @@ and of one-hot bits of the schema -- derived from the measurements in docs/bench
 * **otherwise**: MWEM on particles, the lowest workload max error of every default mechanism on ADULT at every
   ε ("Mechanisms": 0.065 at ε = 0.1, 0.015 at ε = 1, against 0.14-0.71 for the others' raw records), and the
   best-forecast mechanism of the registry (it spends the whole ρ on the measurements that the table fit of
-  DualQuery, DQRS, FEM and sepFEM gets 70 % of).
+  DualQuery, DQRS, FEM and sepFEM gets 90 % of).
 
 ``mechanism.name = "auto"`` (:mod:`dqrelease.mechanisms.auto`) plans the mechanism :func:`choose` picks;
 :func:`preference` is the order in which refusals look for a passing alternative
@@ -69,7 +69,7 @@ AUTO_RULES: tuple[AutoRule, ...] = (
         keys={},
         why=("lowest workload max error of the default mechanisms on ADULT at every epsilon (docs/benchmarks.md, "
              "'Mechanisms'), and the best forecast: it spends all of rho on the measurements the table fit of the "
-             "other mechanisms gets 70% of"),
+             "other mechanisms gets 90% of"),
     ),
 )
 """The rule table, first match wins (module docstring)."""

@@ -75,14 +75,15 @@ def test_plan_prints_a_positive_time_estimate_with_its_basis(outputs):
     assert found is not None, text
     low, high = _seconds(found[1], found[2]), _seconds(found[3], found[4])
     assert 0 < low <= high
-    assert "60 oracle calls" in text and "a rough estimate" in text and "docs/benchmarks.md" in text
+    assert "41 oracle calls" in text and "a rough estimate" in text and "docs/benchmarks.md" in text
 
 
 def test_plan_says_how_the_budget_is_split_between_the_mechanism_and_the_fit(outputs):
     text = " ".join(outputs["wide"].split())
-    assert "T = 60 is the largest number of rounds within dualquery's own epsilon = 0.5434" in text
-    assert "the table fit takes 70% of rho" in text
-    assert "the two cost epsilon = 0.9973 within the target epsilon = 1 (tight accounting)" in text
+    assert "T = 41 is the largest number of rounds within dualquery's own epsilon = 0.3022" in text
+    assert "the table fit takes 90% of rho" in text
+    assert "90% is the default because the records add little next to the fit's measurements" in text
+    assert "the two cost epsilon = 0.9963 within the target epsilon = 1 (tight accounting)" in text
 
 
 def test_plan_names_the_papers_of_its_analyses(outputs):
