@@ -30,7 +30,6 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.fidelity import SETTINGS, mechanism_keys, run_ours  # noqa: E402
-from bench.scale_common import machine  # noqa: E402
+from bench.scale_common import machine, median_range  # noqa: E402
 from dq_engine.evaluation.fidelity import fidelity_reference  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -111,12 +110,7 @@ def report(path: Path) -> str:
             continue
 
         def cell(field: str, digits: int = 3, rows: list[dict] = ok) -> str:
-            values = [r[field] for r in rows if r.get(field) is not None]
-            if not values:
-                return "–"
-            fmt = f"{{:.{digits}f}}"
-            return (f"{fmt.format(statistics.median(values))} "
-                    f"[{fmt.format(min(values))}–{fmt.format(max(values))}]")
+            return median_range(rows, field, digits)
 
         lines.append(f"| {setting} | {fit} | {epsilon:g} | {name} | {eta:g} | {len(ok)} | "
                      f"{cell('rounds', 0)} | {cell('samples', 0)} | {cell('worst_one_way_cell')} | "

@@ -9,6 +9,7 @@ import os
 import platform
 import re
 import resource
+import statistics
 import subprocess
 import threading
 import time
@@ -332,3 +333,12 @@ def run_timed(command: list[str], *, env: dict[str, str], timeout: float, interv
         samples=[(launched + seconds, rss) for seconds, rss in memory.series or []],
         memory_exceeded=memory.exceeded,
     )
+
+
+def median_range(rows: list[dict], field: str, digits: int = 3) -> str:
+    """``field`` over ``rows`` as "median [min–max]" for a results table ("–" when no row has it)."""
+    values = [row[field] for row in rows if row.get(field) is not None]
+    if not values:
+        return "–"
+    fmt = f"{{:.{digits}f}}"
+    return f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))}–{fmt.format(max(values))}]"

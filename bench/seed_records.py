@@ -31,7 +31,6 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.fidelity import SETTINGS, mechanism_keys, run_ours  # noqa: E402
-from bench.scale_common import machine  # noqa: E402
+from bench.scale_common import machine, median_range  # noqa: E402
 from bench.small_tables import WORSE_BY  # noqa: E402
 from dq_engine.evaluation.fidelity import fidelity_reference  # noqa: E402
 
@@ -134,12 +133,7 @@ def report(path: Path) -> str:
             continue
 
         def cell(field: str, digits: int = 3, rows: list[dict] = ok) -> str:
-            values = [r[field] for r in rows if r.get(field) is not None]
-            if not values:
-                return "–"
-            fmt = f"{{:.{digits}f}}"
-            return (f"{fmt.format(statistics.median(values))} "
-                    f"[{fmt.format(min(values))}–{fmt.format(max(values))}]")
+            return median_range(rows, field, digits)
 
         lines.append(f"| {setting} | {epsilon:g} | {name} | {variant} | {len(ok)} | {cell('worst_one_way_cell')} | "
                      f"{cell('mean_one_way_tvd')} | {cell('mean_two_way_tvd')} | {cell('workload_max_error')} | "
