@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.fidelity import SETTINGS, mechanism_keys, run_ours  # noqa: E402
-from bench.scale_common import machine, median_range  # noqa: E402
+from bench.scale_common import median_range, seeded_results_main  # noqa: E402
 from dq_engine.evaluation.fidelity import fidelity_reference  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -123,19 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=["adult"])
     parser.add_argument("--fit", nargs="+", choices=["off", "on"], default=["off", "on"])
     parser.add_argument("--etas", nargs="+", type=float, default=list(ETAS))
-    parser.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
-    parser.add_argument("--out", type=Path, default=RESULTS / "dqrs_eta.jsonl")
-    parser.add_argument("--report", action="store_true", help="only write the Markdown table from --out")
-    parser.add_argument("--smoke", action="store_true",
-                        help="bench/fidelity.py's smoke sizes (2,000 Adult rows, 3 rounds): tests only")
-    args = parser.parse_args(argv)
-    if not args.report:
-        print(json.dumps({"machine": machine()}), flush=True)
-        run(args)
-    args.out.with_suffix(".md").write_text(report(args.out))
-    print(args.out.with_suffix(".md").read_text())
-    return 0
+    return seeded_results_main(parser, argv, epsilons=EPSILONS, seeds=SEEDS, out=RESULTS / "dqrs_eta.jsonl",
+                               run=run, report=report)
 
 
 if __name__ == "__main__":

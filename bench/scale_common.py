@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -342,3 +343,27 @@ def median_range(rows: list[dict], field: str, digits: int = 3) -> str:
         return "–"
     fmt = f"{{:.{digits}f}}"
     return f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))}–{fmt.format(max(values))}]"
+
+
+def seeded_results_main(
+    parser: argparse.ArgumentParser, argv: list[str] | None, *, epsilons: tuple[float, ...], seeds: tuple[int, ...],
+    out: Path, run: Callable[[argparse.Namespace], None], report: Callable[[Path], str],
+) -> int:
+    """The command of a seeded results benchmark (one JSON line a run in ``--out``, a Markdown table beside it).
+
+    Adds ``--epsilons``, ``--seeds``, ``--out``, ``--report`` and ``--smoke`` to the benchmark's own ``parser``, runs
+    (unless ``--report``) and writes and prints the table.
+    """
+    parser.add_argument("--epsilons", nargs="+", type=float, default=list(epsilons))
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(seeds))
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--report", action="store_true", help="only write the Markdown table from --out")
+    parser.add_argument("--smoke", action="store_true",
+                        help="bench/fidelity.py's smoke sizes (2,000 Adult rows, 3 rounds): tests only")
+    args = parser.parse_args(argv)
+    if not args.report:
+        print(json.dumps({"machine": machine()}), flush=True)
+        run(args)
+    args.out.with_suffix(".md").write_text(report(args.out))
+    print(args.out.with_suffix(".md").read_text())
+    return 0
