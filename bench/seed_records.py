@@ -28,10 +28,12 @@ Usage (one timed benchmark at a time on the shared machine)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +77,19 @@ def _keys(name: str, variant: str, loaded: Any, *, smoke: bool) -> Any:
 
 
 def run(args: argparse.Namespace) -> None:
+    run_grid(args, variants(args.mechanisms, args.shares), _keys)
+
+
+def run_grid(
+    args: argparse.Namespace, runs: list[tuple[str, str]], keys_for: Callable[..., Any],
+    setup: Callable[[str, str], contextlib.AbstractContextManager] | None = None,
+) -> None:
+    """Run every (mechanism, variant) of ``runs`` on every setting, seed and ε of ``args``; one JSON line each.
+
+    ``keys_for(name, variant, loaded, smoke=)`` gives the run's mechanism keys; ``setup(name, variant)``, if given,
+    is entered around the run (a benchmark that varies an engine rule rather than a key). Lines already in
+    ``args.out`` are skipped, so a rerun resumes.
+    """
     done = set()
     if args.out.exists():
         done = {_key(json.loads(line)) for line in args.out.read_text().splitlines() if line.strip()}
@@ -84,7 +99,7 @@ def run(args: argparse.Namespace) -> None:
         reference = fidelity_reference(loaded.data, workload=loaded.workload)
         for seed in args.seeds:
             for epsilon in args.epsilons:
-                for name, variant in variants(args.mechanisms, args.shares):
+                for name, variant in runs:
                     if args.variants and variant not in args.variants and name not in args.variants:
                         continue
                     row: dict[str, Any] = {"setting": setting_name, "mechanism": name, "variant": variant,
@@ -92,8 +107,9 @@ def run(args: argparse.Namespace) -> None:
                     if _key(row) in done:
                         continue
                     row["load_1min"] = os.getloadavg()[0]
-                    keys = _keys(name, variant, loaded, smoke=args.smoke)
-                    row.update(run_ours(name, loaded, reference, epsilon, seed, smoke=args.smoke, keys=keys))
+                    keys = keys_for(name, variant, loaded, smoke=args.smoke)
+                    with setup(name, variant) if setup is not None else contextlib.nullcontext():
+                        row.update(run_ours(name, loaded, reference, epsilon, seed, smoke=args.smoke, keys=keys))
                     parameters = json.loads(row.get("parameters") or "{}")
                     row["fit_share"] = (parameters.get("fit") or {}).get("share")  # grown when T is capped
                     row["finished"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

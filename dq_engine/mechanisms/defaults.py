@@ -49,6 +49,7 @@ __all__ = [
     "MWEM_PARTICLES_FINAL_TOLERANCE",
     "MWEM_PARTICLES_PRIOR_SHARE",
     "MWEM_PARTICLES_ROUNDS_CAP",
+    "MWEM_PARTICLES_SELECT",
     "MWEM_PARTICLES_SUPPORT_SIZE",
     "MWEM_REPLAY_SWEEPS",
     "MWEM_ROUNDS",
@@ -79,6 +80,10 @@ MWEM_PARTICLES_ROUNDS_CAP = 40
 """Largest T of MWEM on particles (what the history replays allow in about a minute on 2 cores)."""
 MWEM_PARTICLES_PRIOR_SHARE = 0.2
 """Share of ρ for the prior's noisy one-way marginals of MWEM on particles."""
+MWEM_PARTICLES_SELECT = "query"
+"""What a round of MWEM on particles selects (:class:`dq_engine.fit.mwem.MWEMConfig`, ``select``): the query of
+largest error (``"query"``) or the marginal of largest L1 error beyond its expected noise (``"marginal"``, AIM's
+score)."""
 MWEM_PARTICLES_SUPPORT_SIZE = 200_000
 """Particles of MWEM on particles (about 1.6 MB per attribute as int64 codes)."""
 MWEM_PARTICLES_FINAL_MOVES = 0
@@ -233,6 +238,7 @@ def mwem_particles_config(
     replay_prior: bool = True,
     seed_fraction: float = 0.0,
     track_error: bool = True,
+    select: str | None = None,
 ) -> MWEMConfig:
     """The rule of MWEM on particles (see the module docstring); explicit arguments replace the rule's values.
 
@@ -252,7 +258,8 @@ def mwem_particles_config(
         select_share=0.3, support_share=support_share,
     )
     return MWEMConfig(
-        rounds=rounds, measure_noise="gaussian", measure="marginal", learning_rate=2.0, replay_sweeps=1,
+        rounds=rounds, measure_noise="gaussian", measure="marginal",
+        select=MWEM_PARTICLES_SELECT if select is None else select, learning_rate=2.0, replay_sweeps=1,
         final_sweeps=MWEM_PARTICLES_FINAL_SWEEPS,
         final_min_sweeps=MWEM_PARTICLES_FINAL_MIN_SWEEPS, final_tolerance=MWEM_PARTICLES_FINAL_TOLERANCE,
         support="sampled",

@@ -31,7 +31,11 @@ import numpy as np
 from dq_engine.errors import ConfigError
 from dq_engine.privacy.exact_sampling import sample_signed_pairs
 
-__all__ = ["SparseSignedSelector", "select_signed_query"]
+__all__ = ["SparseSignedSelector", "select_by_score", "select_signed_query"]
+
+_NEGATION_MARGIN = 10.0
+"""Added to every log-weight of :func:`select_by_score`: a draw lands on a (rejected) negation with probability at
+most ``e^-20``."""
 
 
 def select_signed_query(
@@ -53,6 +57,42 @@ def select_signed_query(
     log_weight *= 0.5 * epsilon * n
     index, negated = sample_signed_pairs(log_weight, 1, rng)
     return int(index[0]), bool(negated[0])
+
+
+def select_by_score(
+    scores: np.ndarray, *, epsilon: float, sensitivity: float, rng: np.random.Generator
+) -> int:
+    """One ε-DP exponential-mechanism draw over candidates with real scores (McSherry & Talwar 2007).
+
+    Candidate ``i`` is drawn with probability proportional to ``exp(ε · scores[i] / (2 · sensitivity))``, exactly:
+    the log-weights, shifted to be at least :data:`_NEGATION_MARGIN` (the distribution does not change), go to
+    :func:`dq_engine.privacy.exact_sampling.sample_signed_pairs` as the queries of a negation-closed class, and a
+    draw that lands on a negation (weight ``e^{-L}`` against ``e^{L}``, ``L >= 10``) is rejected and drawn again,
+    which leaves exactly the positive half's distribution. Charged as an
+    :class:`~dq_engine.privacy.accounting.ExponentialMechanismEvent` of ``epsilon`` (ε²/8-zCDP, bounded range).
+
+    Args:
+        scores: One score per candidate, shape ``(K,)``, finite (private).
+        epsilon: Pure ε of the draw (> 0).
+        sensitivity: Largest change of any score between neighbouring datasets (> 0, public).
+        rng: Generator.
+
+    Returns:
+        The index of the drawn candidate.
+
+    Raises:
+        ConfigError: If ``epsilon`` or ``sensitivity`` is not positive and finite, or there is no candidate.
+    """
+    if not (epsilon > 0 and np.isfinite(epsilon)) or not (sensitivity > 0 and np.isfinite(sensitivity)):
+        raise ConfigError(f"epsilon ({epsilon}) and sensitivity ({sensitivity}) must be finite and > 0")
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.ndim != 1 or not len(scores):
+        raise ConfigError("the exponential mechanism needs at least one candidate score")
+    log_weight = (scores - scores.min()) * (0.5 * epsilon / sensitivity) + _NEGATION_MARGIN
+    while True:
+        index, negated = sample_signed_pairs(log_weight, 1, rng)
+        if not negated[0]:
+            return int(index[0])
 
 
 class SparseSignedSelector:

@@ -1,0 +1,84 @@
+"""What the table fit's rounds should select: the query of largest error, or AIM's marginal score (issue 25).
+
+MWEM on particles, alone (``mwem-particles``) and as DualQuery's table fit, selects in each round either
+
+- ``select-query``: the query (one cell) of largest error, as Hardt, Ligett & McSherry (2012) do, then measures
+  its whole marginal; or
+- ``select-marginal``: the marginal of largest L1 error beyond the error its measurement's noise is expected to
+  leave, as AIM does (McKenna, Mullins, Sheldon & Miklau 2022, "AIM: An Adaptive and Iterative Mechanism for
+  Differentially Private Synthetic Data"), which favours marginals of few cells when the noise is large.
+
+Both are run on the same data, workload, (ε, δ) and seeds, with a DP table of independent columns at the same ε as
+the reference of "pairs worse than independent columns by more than 0.02" (same seed). The rule is switched for
+the run through ``dq_engine.mechanisms.defaults.MWEM_PARTICLES_SELECT`` (every other key is the registry's), so the
+privacy cost and the rounds are those of the registry's plan. Rows and the table as ``bench/seed_records.py``
+writes them (its ``run_grid`` and ``report``).
+
+Usage (one timed benchmark at a time on the shared machine)::
+
+    flock "${TMPDIR:-/tmp}"/dqrelease-bench.lock .venv/bin/python bench/fit_selection.py --settings adult adult-pgm-64
+    .venv/bin/python bench/fit_selection.py --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.fidelity import SETTINGS, mechanism_keys  # noqa: E402
+from bench.scale_common import seeded_results_main  # noqa: E402
+from bench.seed_records import report, run_grid  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+MECHANISMS = ("mwem-particles", "dualquery")
+RULES = ("query", "marginal")
+EPSILONS = (0.1, 1.0)
+SEEDS = (0, 1, 2, 3, 4)
+
+
+def runs(mechanisms: list[str]) -> list[tuple[str, str]]:
+    """(mechanism, variant) in the order they run: the independent-columns reference, then each rule."""
+    return [("independent", "registry"), *((name, f"select-{rule}") for name in mechanisms for rule in RULES)]
+
+
+def _keys(name: str, variant: str, loaded: Any, *, smoke: bool) -> Any:
+    return mechanism_keys(name, loaded, smoke=smoke)
+
+
+@contextlib.contextmanager
+def _rule(name: str, variant: str) -> Iterator[None]:
+    """The variant's selection rule for the duration of one run (the registry's otherwise)."""
+    from dq_engine.mechanisms import defaults
+
+    before = defaults.MWEM_PARTICLES_SELECT
+    if variant.startswith("select-"):
+        defaults.MWEM_PARTICLES_SELECT = variant.removeprefix("select-")
+    try:
+        yield
+    finally:
+        defaults.MWEM_PARTICLES_SELECT = before
+
+
+def run(args: argparse.Namespace) -> None:
+    run_grid(args, runs(args.mechanisms), _keys, _rule)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=["adult", "adult-pgm-64"])
+    parser.add_argument("--mechanisms", nargs="+", choices=list(MECHANISMS), default=list(MECHANISMS))
+    parser.add_argument("--variants", nargs="+", default=[],
+                        help="run only these variants or reference mechanisms (e.g. select-marginal independent)")
+    return seeded_results_main(parser, argv, epsilons=EPSILONS, seeds=SEEDS, out=RESULTS / "fit_selection.jsonl",
+                               run=run, report=report)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
