@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from dq_engine import make_rng
-from dq_engine.privacy.exponential_mechanism import SparseSignedSelector, select_signed_query
+from dq_engine.errors import ConfigError
+from dq_engine.privacy.exponential_mechanism import SparseSignedSelector, select_by_score, select_signed_query
 
 
 def _exact(truth: np.ndarray, estimate: np.ndarray, epsilon: float, n: int) -> np.ndarray:
@@ -125,3 +127,22 @@ def test_a_draws_work_does_not_depend_on_how_many_answers_are_non_zero(monkeypat
         return calls
 
     assert trace(1_000) == trace(3_900)
+
+
+def test_selection_by_score_matches_the_exponential_mechanism():
+    scores = np.array([0.0, 0.4, -1.0, 0.4, 2.5])
+    rng = make_rng(11)
+    draws = np.array([select_by_score(scores, epsilon=2.0, sensitivity=0.5, rng=rng) for _ in range(20_000)])
+    weights = np.exp(2.0 * scores / (2 * 0.5))
+    expected = weights / weights.sum() * len(draws)
+    observed = np.bincount(draws, minlength=len(scores))
+    assert float(stats.chisquare(observed, expected).pvalue) > 1e-3  # seeded; fails only on a real bias
+
+
+def test_selection_by_score_handles_a_huge_score_range_and_refuses_bad_arguments():
+    # a log-weight range of 10^6: the best candidate wins, no overflow
+    assert select_by_score(np.array([0.0, 1e6, 3.0]), epsilon=1.0, sensitivity=0.5, rng=make_rng(4)) == 1
+    with pytest.raises(ConfigError, match="sensitivity"):
+        select_by_score(np.array([1.0]), epsilon=1.0, sensitivity=0.0, rng=make_rng(4))
+    with pytest.raises(ConfigError, match="at least one candidate"):
+        select_by_score(np.array([]), epsilon=1.0, sensitivity=1.0, rng=make_rng(4))

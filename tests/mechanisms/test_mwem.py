@@ -9,8 +9,10 @@ import pytest
 
 from dq_engine import DualQueryConfig, OracleConfig, dualquery, make_rng, random_marginals
 from dq_engine.data.answers import answer_workload, uniform_answers
+from dq_engine.data.dataset import Dataset
 from dq_engine.data.domain import Domain
 from dq_engine.data.marginal_tables import MarginalIndex
+from dq_engine.data.workload import Workload, marginal_queries
 from dq_engine.errors import ConfigError, UniverseTooLargeError
 from dq_engine.evaluation.baselines import zeros_answers
 from dq_engine.fit.mwem import MWEMConfig, calibrate_mwem, mwem, mwem_events
@@ -132,3 +134,35 @@ def test_paper_cost_of_laplace_mwem_is_basic_composition():
 def test_mwem_config_rejects_out_of_range_values(arguments, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         MWEMConfig(**{"rounds": 5, "select_epsilon": 0.1, "measure_epsilon": 0.1, **arguments})
+
+
+def _dependent_pairs() -> tuple[Dataset, Workload]:
+    """6,400 rows: a and b agree on 60 % of rows (every cell 0.05 off independence, L1 0.2); c and d put 15 % of
+    the rows on (0, 0) (that cell about 0.1 off, L1 about 0.4 spread over 64 cells)."""
+    domain = Domain.categorical({"a": 2, "b": 2, "c": 8, "d": 8})
+    ab = np.repeat(np.array([[0, 0], [1, 1], [0, 1], [1, 0]]), [1920, 1920, 1280, 1280], axis=0)
+    cells = np.array([[c, d] for c in range(8) for d in range(8)])
+    cd = np.concatenate([np.zeros((960, 2), dtype=np.int64), np.repeat(cells, 85, axis=0)])
+    codes = np.concatenate([ab, make_rng(0).permutation(cd)], axis=1)
+    return Dataset.from_codes(domain, codes), marginal_queries(domain, [("a", "b"), ("c", "d")])
+
+
+@pytest.mark.parametrize(("select", "chosen"), [("query", ("c", "d")), ("marginal", ("a", "b"))])
+def test_the_marginal_score_discounts_the_noise_a_wide_marginal_brings(select, chosen):
+    # With a noisy measurement (rho 0.0008: sigma 35 counts) the 64 cells of (c, d) are expected to carry an L1
+    # error of about 0.28 from the noise alone, which leaves them a score of about 0.11 against 0.18 for (a, b):
+    # AIM's score picks (a, b), the largest single cell picks (c, d). Both margins are > 200 in log-odds.
+    data, workload = _dependent_pairs()
+    config = MWEMConfig(
+        rounds=1, select_epsilon=2.0, measure_noise="gaussian", measure_rho=0.0008, measure="marginal",
+        select=select, support="sampled", support_size=20_000, support_budget=1.0, delta=DELTA,
+    )
+    result = mwem(data, workload, config, grant=grant_for_tests(), rng=make_rng(5))
+    selected = int(result.diagnostics[0].extra["marginal"])
+    assert tuple(workload.domain.attributes[i].name for i in workload.marginals[selected]) == chosen
+    assert result.parameters["select"] == select
+
+
+def test_marginal_selection_needs_marginal_measurements():
+    with pytest.raises(ConfigError, match="select='marginal' measures the selected marginal"):
+        MWEMConfig(rounds=5, select_epsilon=0.1, measure_epsilon=0.1, select="marginal")
