@@ -1,0 +1,29 @@
+"""bench/fit_selection.py end to end at smoke sizes (not a timing test): one line per run, its rule in force.
+
+Needs the shipped Adult only (examples/adult/data).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_smoke_run_writes_one_line_per_run_with_the_rule_it_ran(tmp_path):
+    out = tmp_path / "fit_selection.jsonl"
+    command = [sys.executable, str(ROOT / "bench" / "fit_selection.py"), "--smoke", "--settings", "adult",
+               "--mechanisms", "mwem-particles", "--epsilons", "1", "--seeds", "0", "--out", str(out)]
+    subprocess.run(command, check=True, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(row["mechanism"], row["variant"]) for row in rows] == [
+        ("independent", "registry"), ("mwem-particles", "select-query"), ("mwem-particles", "select-marginal")]
+    assert all(row["status"] == "ok" for row in rows)
+    # the same plan (budget and rounds) under both rules: only what a round selects differs
+    plans = [json.loads(row["parameters"]) for row in rows[1:]]
+    assert plans[0] == plans[1]
+    assert rows[1]["workload_max_error"] != rows[2]["workload_max_error"]
+    assert out.with_suffix(".md").read_text().count("| adult | 1 |") == 3
