@@ -44,7 +44,8 @@ with :class:`~dq_engine.errors.UniverseTooLargeError`: that is where DualQuery, 
   the L1 error its measurement's noise is expected to leave, ``√(2/π) σ · cells`` (public: the budget, ``n`` and
   the marginal's size). A marginal whose fit is already within its noise scores below zero, so a round is not
   spent on fitting noise, and a marginal of many cells must be that much further off to be chosen. Sensitivity
-  ``2/n`` (replace-one moves two cells of a marginal by ``1/n`` each).
+  ``2/n`` (replace-one moves two cells of a marginal by ``1/n`` each). ``select="alternate"`` uses that score in
+  the odd rounds and the query of largest error in the even ones.
 * ``support="sampled"`` replaces the universe by ``support_size`` i.i.d. records drawn from a *prior*
   ``P0`` (product of per-attribute distributions, :mod:`dq_engine.fit.prior`): the uniform distribution, or --
   with a positive ``support_budget`` -- a mixture of uniform and DP one-way marginals of the workload's
@@ -135,8 +136,9 @@ class MWEMConfig:
         measure_rho: Gaussian ρ of each measurement (``measure_noise="gaussian"``).
         measure_noise: ``"laplace"`` (pure ε, HLM) or ``"gaussian"`` (zCDP).
         measure: ``"query"`` (HLM) or ``"marginal"`` (every workload cell of the selected query's marginal).
-        select: ``"query"`` (the query of largest error, HLM) or ``"marginal"`` (the marginal of largest L1 error
-            beyond its expected noise, as AIM; needs ``measure="marginal"``).
+        select: ``"query"`` (the query of largest error, HLM), ``"marginal"`` (the marginal of largest L1 error
+            beyond its expected noise, as AIM; needs ``measure="marginal"``) or ``"alternate"`` (the marginal's
+            score in odd rounds, the query's in even ones).
         learning_rate: λ of the update ``exp(λ q(x)(m - q(A)))`` in fraction units (HLM: 1/2).
         replay_sweeps: Sweeps over the measurement history after each round (0 = plain Algorithm 1).
         final_sweeps: Most history sweeps after the last round (post-processing).
@@ -169,7 +171,7 @@ class MWEMConfig:
     measure_rho: float = 0.0
     measure_noise: NoiseKind = "laplace"
     measure: Literal["query", "marginal"] = "query"
-    select: Literal["query", "marginal"] = "query"
+    select: Literal["query", "marginal", "alternate"] = "query"
     learning_rate: float = 0.5
     replay_sweeps: int = 1
     final_sweeps: int = 0
@@ -201,10 +203,10 @@ class MWEMConfig:
             raise ConfigError("Gaussian measurements need measure_rho > 0 and measure_epsilon = 0")
         if self.measure not in ("query", "marginal"):
             raise ConfigError(f"measure ({self.measure!r}) must be 'query' or 'marginal'")
-        if self.select not in ("query", "marginal"):
-            raise ConfigError(f"select ({self.select!r}) must be 'query' or 'marginal'")
-        if self.select == "marginal" and self.measure != "marginal":
-            raise ConfigError("select='marginal' measures the selected marginal: set measure='marginal'")
+        if self.select not in ("query", "marginal", "alternate"):
+            raise ConfigError(f"select ({self.select!r}) must be 'query', 'marginal' or 'alternate'")
+        if self.select != "query" and self.measure != "marginal":
+            raise ConfigError(f"select={self.select!r} measures the selected marginal: set measure='marginal'")
         if not self.learning_rate > 0:
             raise ConfigError(f"learning_rate ({self.learning_rate}) must be > 0")
         if self.replay_sweeps < 0 or self.final_sweeps < 0:
@@ -482,11 +484,11 @@ def mwem(
         )
 
     budget = config.measure_epsilon if config.measure_noise == "laplace" else config.measure_rho
-    expected_noise = _expected_noise_l1(sizes_queried, config, budget, n) if config.select == "marginal" else None
+    expected_noise = _expected_noise_l1(sizes_queried, config, budget, n) if config.select != "query" else None
     estimates = _answers(distribution, index)
     for t in range(1, config.rounds + 1):
         began = time.perf_counter()
-        if expected_noise is not None:
+        if expected_noise is not None and (config.select == "marginal" or t % 2 == 1):
             error = np.add.reduceat(np.abs(true_answers - estimates), starts[:-1])
             m = select_by_score(error - expected_noise, epsilon=config.select_epsilon, sensitivity=2.0 / n, rng=rng)
         else:

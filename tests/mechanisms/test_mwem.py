@@ -164,5 +164,5 @@ def test_the_marginal_score_discounts_the_noise_a_wide_marginal_brings(select, c
 
 
 def test_marginal_selection_needs_marginal_measurements():
-    with pytest.raises(ConfigError, match="select='marginal' measures the selected marginal"):
+    with pytest.raises(ConfigError, match="measures the selected marginal"):
         MWEMConfig(rounds=5, select_epsilon=0.1, measure_epsilon=0.1, select="marginal")
