@@ -6,14 +6,16 @@ MWEM on particles, alone (``mwem-particles``) and as DualQuery's table fit, sele
   its whole marginal; or
 - ``select-marginal``: the marginal of largest L1 error beyond the error its measurement's noise is expected to
   leave, as AIM does (McKenna, Mullins, Sheldon & Miklau 2022, "AIM: An Adaptive and Iterative Mechanism for
-  Differentially Private Synthetic Data"), which favours marginals of few cells when the noise is large; or
-- ``select-alternate``: AIM's score in the odd rounds, the query of largest error in the even ones.
+  Differentially Private Synthetic Data"), which favours marginals of few cells when the noise is large;
+- ``select-alternate``: AIM's score in the odd rounds, the query of largest error in the even ones;
+- ``marginal-closure``: AIM's score over AIM's candidates, the workload's marginals and every marginal inside one
+  (on a workload of all one-way and two-way marginals plus some 3-way ones, the same as ``select-marginal``).
 
-Both are run on the same data, workload, (ε, δ) and seeds, with a DP table of independent columns at the same ε as
-the reference of "pairs worse than independent columns by more than 0.02" (same seed). The rule is switched for
-the run through ``dq_engine.mechanisms.defaults.MWEM_PARTICLES_SELECT`` (every other key is the registry's), so the
-privacy cost and the rounds are those of the registry's plan. Rows and the table as ``bench/seed_records.py``
-writes them (its ``run_grid`` and ``report``).
+All run on the same data, workload, (ε, δ) and seeds, with a DP table of independent columns at the same ε as the
+reference of "pairs worse than independent columns by more than 0.02" (same seed). The rule is switched for the
+run through ``MWEM_PARTICLES_SELECT`` and ``MWEM_PARTICLES_CANDIDATES`` of ``dq_engine.mechanisms.defaults`` (every
+other key is the registry's), so the privacy cost and the rounds are those of the registry's plan. Rows and the
+table as ``bench/seed_records.py`` writes them (its ``run_grid`` and ``report``).
 
 Usage (one timed benchmark at a time on the shared machine)::
 
@@ -39,14 +41,20 @@ from bench.seed_records import report, run_grid  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 MECHANISMS = ("mwem-particles", "dualquery")
-RULES = ("query", "marginal", "alternate")
+RULES = {
+    "select-query": ("query", "workload"),
+    "select-marginal": ("marginal", "workload"),
+    "select-alternate": ("alternate", "workload"),
+    "marginal-closure": ("marginal", "closure"),
+}
+"""Variant: (``MWEM_PARTICLES_SELECT``, ``MWEM_PARTICLES_CANDIDATES``) during its runs."""
 EPSILONS = (0.1, 1.0)
 SEEDS = (0, 1, 2, 3, 4)
 
 
 def runs(mechanisms: list[str]) -> list[tuple[str, str]]:
     """(mechanism, variant) in the order they run: the independent-columns reference, then each rule."""
-    return [("independent", "registry"), *((name, f"select-{rule}") for name in mechanisms for rule in RULES)]
+    return [("independent", "registry"), *((name, variant) for name in mechanisms for variant in RULES)]
 
 
 def _keys(name: str, variant: str, loaded: Any, *, smoke: bool) -> Any:
@@ -58,13 +66,13 @@ def _rule(name: str, variant: str) -> Iterator[None]:
     """The variant's selection rule for the duration of one run (the registry's otherwise)."""
     from dq_engine.mechanisms import defaults
 
-    before = defaults.MWEM_PARTICLES_SELECT
-    if variant.startswith("select-"):
-        defaults.MWEM_PARTICLES_SELECT = variant.removeprefix("select-")
+    before = defaults.MWEM_PARTICLES_SELECT, defaults.MWEM_PARTICLES_CANDIDATES
+    if variant in RULES:
+        defaults.MWEM_PARTICLES_SELECT, defaults.MWEM_PARTICLES_CANDIDATES = RULES[variant]
     try:
         yield
     finally:
-        defaults.MWEM_PARTICLES_SELECT = before
+        defaults.MWEM_PARTICLES_SELECT, defaults.MWEM_PARTICLES_CANDIDATES = before
 
 
 def run(args: argparse.Namespace) -> None:

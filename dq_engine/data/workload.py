@@ -33,6 +33,7 @@ __all__ = [
     "WorkloadPart",
     "all_kway_marginals",
     "concatenate_workloads",
+    "downward_closure_sets",
     "kway_attribute_sets",
     "kway_marginals",
     "marginal_queries",
@@ -283,6 +284,22 @@ def marginal_queries(
         position += len(values)
     text = description or f"all queries of {len(sets)} marginals"
     return Workload(domain, marginal_rows, query_marginal, query_values, text)
+
+
+def downward_closure_sets(workload: Workload) -> list[tuple[int, ...]]:
+    """The attribute sets of the workload's marginals and of every marginal inside one, ordered by (k, attributes).
+
+    AIM's candidates (McKenna, Mullins, Sheldon & Miklau 2022): a 3-way marginal brings its three 2-way and three
+    1-way marginals. Public: the workload's shape only.
+    """
+    sets = {
+        subset
+        for row in workload.marginals
+        for attrs in [tuple(int(a) for a in row if a >= 0)]
+        for k in range(1, len(attrs) + 1)
+        for subset in itertools.combinations(attrs, k)
+    }
+    return sorted(sets, key=lambda s: (len(s), s))
 
 
 def all_kway_marginals(domain: Domain, k: int, *, max_queries: int = DEFAULT_MAX_QUERIES) -> Workload:

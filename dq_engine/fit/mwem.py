@@ -46,6 +46,10 @@ with :class:`~dq_engine.errors.UniverseTooLargeError`: that is where DualQuery, 
   spent on fitting noise, and a marginal of many cells must be that much further off to be chosen. Sensitivity
   ``2/n`` (replace-one moves two cells of a marginal by ``1/n`` each). ``select="alternate"`` uses that score in
   the odd rounds and the query of largest error in the even ones.
+* ``candidates="closure"`` lets the rounds select and measure every marginal inside a workload marginal too (the
+  workload's *downward closure*, AIM's candidates: a 3-way marginal's pairs and single columns), when the workload
+  is made of complete marginals and the closure has at most :data:`MAX_CLOSURE_MARGINALS`; a measured pair fixes
+  the pair's cells with a third of the noise per cell a 3-way marginal of it would need to sum up.
 * ``support="sampled"`` replaces the universe by ``support_size`` i.i.d. records drawn from a *prior*
   ``P0`` (product of per-attribute distributions, :mod:`dq_engine.fit.prior`): the uniform distribution, or --
   with a positive ``support_budget`` -- a mixture of uniform and DP one-way marginals of the workload's
@@ -83,7 +87,7 @@ from dq_engine.data.answers import answer_workload
 from dq_engine.data.constraints import Constraints
 from dq_engine.data.dataset import Dataset
 from dq_engine.data.marginal_tables import MarginalIndex
-from dq_engine.data.workload import Workload
+from dq_engine.data.workload import Workload, downward_closure_sets, marginal_queries
 from dq_engine.errors import AccountingError, ConfigError, UniverseTooLargeError
 from dq_engine.fit.particles import ParticleDistribution
 from dq_engine.fit.prior import (
@@ -112,6 +116,7 @@ from dq_engine.privacy.grant import PrivacyGrant, require_grant
 from dq_engine.results import RoundDiagnostics, SynthesisResult
 
 __all__ = [
+    "MAX_CLOSURE_MARGINALS",
     "MAX_UNIVERSE_LOG2",
     "MWEMConfig",
     "calibrate_mwem",
@@ -121,6 +126,9 @@ __all__ = [
 
 MAX_UNIVERSE_LOG2 = 24
 """Default largest universe MWEM holds: 2^24 records (128 MiB of float64 weights)."""
+
+MAX_CLOSURE_MARGINALS = 5_000
+"""``candidates="closure"`` keeps the workload's own marginals when its closure would have more than this many."""
 
 ProgressCallback = Callable[[RoundDiagnostics], None]
 
@@ -139,6 +147,8 @@ class MWEMConfig:
         select: ``"query"`` (the query of largest error, HLM), ``"marginal"`` (the marginal of largest L1 error
             beyond its expected noise, as AIM; needs ``measure="marginal"``) or ``"alternate"`` (the marginal's
             score in odd rounds, the query's in even ones).
+        candidates: ``"workload"`` (the workload's marginals) or ``"closure"`` (also every marginal inside one;
+            module docstring).
         learning_rate: λ of the update ``exp(λ q(x)(m - q(A)))`` in fraction units (HLM: 1/2).
         replay_sweeps: Sweeps over the measurement history after each round (0 = plain Algorithm 1).
         final_sweeps: Most history sweeps after the last round (post-processing).
@@ -172,6 +182,7 @@ class MWEMConfig:
     measure_noise: NoiseKind = "laplace"
     measure: Literal["query", "marginal"] = "query"
     select: Literal["query", "marginal", "alternate"] = "query"
+    candidates: Literal["workload", "closure"] = "workload"
     learning_rate: float = 0.5
     replay_sweeps: int = 1
     final_sweeps: int = 0
@@ -205,6 +216,10 @@ class MWEMConfig:
             raise ConfigError(f"measure ({self.measure!r}) must be 'query' or 'marginal'")
         if self.select not in ("query", "marginal", "alternate"):
             raise ConfigError(f"select ({self.select!r}) must be 'query', 'marginal' or 'alternate'")
+        if self.candidates not in ("workload", "closure"):
+            raise ConfigError(f"candidates ({self.candidates!r}) must be 'workload' or 'closure'")
+        if self.candidates == "closure" and self.measure != "marginal":
+            raise ConfigError("candidates='closure' measures whole marginals: set measure='marginal'")
         if self.select != "query" and self.measure != "marginal":
             raise ConfigError(f"select={self.select!r} measures the selected marginal: set measure='marginal'")
         if not self.learning_rate > 0:
@@ -358,6 +373,21 @@ def _answers(distribution: UniverseDistribution | ParticleDistribution, index: M
     return out
 
 
+def _closure(workload: Workload) -> Workload:
+    """The workload's downward closure as a workload (public).
+
+    The workload itself when it has an incomplete marginal, when the closure adds nothing, or when the closure
+    would have more than :data:`MAX_CLOSURE_MARGINALS` marginals.
+    """
+    if not MarginalIndex(workload).complete.all():
+        return workload
+    sets = downward_closure_sets(workload)
+    if len(sets) > MAX_CLOSURE_MARGINALS or len(sets) == workload.n_marginals:
+        return workload
+    return marginal_queries(workload.domain, sets,
+                            description=f"{workload.description} and every marginal inside one")
+
+
 def _expected_noise_l1(sizes: np.ndarray, config: MWEMConfig, budget: float, n: int) -> np.ndarray:
     """Per marginal, the expected L1 error of measuring it, in fractions: ``cells · E|noise|`` (public).
 
@@ -448,6 +478,8 @@ def mwem(
         raise ConfigError("the dataset and the workload are over different domains")
     require_grant(grant, mechanism="MWEM").spend(mwem_events(config), mechanism="MWEM")
     domain = data.domain
+    if config.candidates == "closure":
+        workload = _closure(workload)
     index = MarginalIndex(workload)
     if constraints is not None and len(constraints):
         constraints = with_witness(constraints)  # raises, naming the rules, when no record is feasible
@@ -546,6 +578,7 @@ def mwem(
             "measure_noise": config.measure_noise,
             "measure": config.measure,
             "select": config.select,
+            "candidates": config.candidates,
             "learning_rate": config.learning_rate,
             "replay_sweeps": config.replay_sweeps,
             "final_sweeps": config.final_sweeps,

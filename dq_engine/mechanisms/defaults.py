@@ -44,6 +44,7 @@ from dq_engine.privacy.public import PublicQuantities
 __all__ = [
     "FEM_NOISE_SCALE",
     "FEM_ROUNDS_CAP",
+    "MWEM_PARTICLES_CANDIDATES",
     "MWEM_PARTICLES_FINAL_MIN_SWEEPS",
     "MWEM_PARTICLES_FINAL_SWEEPS",
     "MWEM_PARTICLES_FINAL_TOLERANCE",
@@ -84,6 +85,9 @@ MWEM_PARTICLES_SELECT = "query"
 """What a round of MWEM on particles selects (:class:`dq_engine.fit.mwem.MWEMConfig`, ``select``): the query of
 largest error (``"query"``) or the marginal of largest L1 error beyond its expected noise (``"marginal"``, AIM's
 score)."""
+MWEM_PARTICLES_CANDIDATES = "workload"
+"""Which marginals a round of MWEM on particles may select (:class:`dq_engine.fit.mwem.MWEMConfig`, ``candidates``):
+the workload's (``"workload"``) or also every marginal inside one (``"closure"``, AIM's candidates)."""
 MWEM_PARTICLES_SUPPORT_SIZE = 200_000
 """Particles of MWEM on particles (about 1.6 MB per attribute as int64 codes)."""
 MWEM_PARTICLES_FINAL_MOVES = 0
@@ -239,6 +243,7 @@ def mwem_particles_config(
     seed_fraction: float = 0.0,
     track_error: bool = True,
     select: str | None = None,
+    candidates: str | None = None,
 ) -> MWEMConfig:
     """The rule of MWEM on particles (see the module docstring); explicit arguments replace the rule's values.
 
@@ -259,7 +264,8 @@ def mwem_particles_config(
     )
     return MWEMConfig(
         rounds=rounds, measure_noise="gaussian", measure="marginal",
-        select=MWEM_PARTICLES_SELECT if select is None else select, learning_rate=2.0, replay_sweeps=1,
+        select=MWEM_PARTICLES_SELECT if select is None else select,
+        candidates=MWEM_PARTICLES_CANDIDATES if candidates is None else candidates, learning_rate=2.0, replay_sweeps=1,
         final_sweeps=MWEM_PARTICLES_FINAL_SWEEPS,
         final_min_sweeps=MWEM_PARTICLES_FINAL_MIN_SWEEPS, final_tolerance=MWEM_PARTICLES_FINAL_TOLERANCE,
         support="sampled",

@@ -166,3 +166,22 @@ def test_the_marginal_score_discounts_the_noise_a_wide_marginal_brings(select, c
 def test_marginal_selection_needs_marginal_measurements():
     with pytest.raises(ConfigError, match="measures the selected marginal"):
         MWEMConfig(rounds=5, select_epsilon=0.1, measure_epsilon=0.1, select="marginal")
+
+
+def test_the_closure_lets_a_round_measure_a_pair_inside_a_wide_marginal():
+    # The workload is one 4-way marginal of 256 cells; its closure holds (a, b). Under the noise of the test above
+    # AIM's score picks the 4-cell (a, b) over the whole wide marginal when the closure is offered.
+    data, _ = _dependent_pairs()
+    workload = marginal_queries(data.domain, [("a", "b", "c", "d")])
+    chosen = {}
+    for candidates in ("workload", "closure"):
+        config = MWEMConfig(
+            rounds=1, select_epsilon=2.0, measure_noise="gaussian", measure_rho=0.0008, measure="marginal",
+            select="marginal", candidates=candidates, support="sampled", support_size=20_000, support_budget=1.0,
+            delta=DELTA,
+        )
+        result = mwem(data, workload, config, grant=grant_for_tests(), rng=make_rng(6))
+        chosen[candidates] = int(result.diagnostics[0].extra["marginal"])
+    assert chosen["workload"] == 0  # the only marginal
+    # the closure's marginals in (k, attributes) order: 4 single columns, then (a, b) first of the 6 pairs
+    assert chosen["closure"] == 4
