@@ -9,7 +9,8 @@ MWEM on particles, alone (``mwem-particles``) and as DualQuery's table fit, sele
   Differentially Private Synthetic Data"), which favours marginals of few cells when the noise is large;
 - ``select-alternate``: AIM's score in the odd rounds, the query of largest error in the even ones;
 - ``marginal-closure``: AIM's score over AIM's candidates, the workload's marginals and every marginal inside one
-  (on a workload of all one-way and two-way marginals plus some 3-way ones, the same as ``select-marginal``).
+  (on a workload of all one-way and two-way marginals plus some 3-way ones, the same as ``select-marginal``);
+- ``alternate-closure``: ``select-alternate`` over AIM's candidates.
 
 All run on the same data, workload, (ε, δ) and seeds, with a DP table of independent columns at the same ε as the
 reference of "pairs worse than independent columns by more than 0.02" (same seed). The rule is switched for the
@@ -46,6 +47,7 @@ RULES = {
     "select-marginal": ("marginal", "workload"),
     "select-alternate": ("alternate", "workload"),
     "marginal-closure": ("marginal", "closure"),
+    "alternate-closure": ("alternate", "closure"),
 }
 """Variant: (``MWEM_PARTICLES_SELECT``, ``MWEM_PARTICLES_CANDIDATES``) during its runs."""
 EPSILONS = (0.1, 1.0)
