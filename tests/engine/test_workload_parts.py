@@ -15,6 +15,7 @@ from dq_engine.data.workload import (
     MAX_KWAY_MARGINALS,
     all_kway_marginals,
     concatenate_workloads,
+    downward_closure_sets,
     kway_attribute_sets,
     kway_marginals,
     marginal_queries,
@@ -166,3 +167,13 @@ def test_kway_marginals_describes_a_sampled_workload_and_builds_all_its_cells():
     small = kway_marginals(Domain.categorical({"a": 2, "b": 3, "c": 2}), 2, rng=make_rng(1))
     assert small.description == "all 2-way marginals"
     assert len(small) == len(marginal_queries(small.domain, [(0, 1), (0, 2), (1, 2)]))
+
+
+def test_the_downward_closure_holds_every_marginal_inside_a_workload_marginal_once():
+    domain = Domain.categorical({"a": 2, "b": 3, "c": 2, "d": 4})
+    workload = marginal_queries(domain, [("a", "b", "c"), ("b", "c", "d"), ("a",)])
+    sets = downward_closure_sets(workload)
+    triples = [(0, 1, 2), (1, 2, 3)]
+    expected = {s for triple in triples for k in (1, 2, 3) for s in itertools.combinations(triple, k)}
+    assert sets == sorted(expected, key=lambda s: (len(s), s))
+    assert len(sets) == 4 + 5 + 2  # (b, c) is inside both triples and counted once
