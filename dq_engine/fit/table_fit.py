@@ -9,10 +9,11 @@ table a statistician can accept:
    they keep every public rule, since each mechanism enforces them), the rest from a prior built from noisy
    one-way marginals;
 2. **MWEM rounds on those particles** (:func:`dq_engine.fit.mwem.mwem`, ``support="sampled"``): each round selects
-   the workload marginal that the particles represent worst (exponential mechanism), measures it with Gaussian
-   noise, and reweights the particles by multiplicative weights, replaying every earlier measurement and the
-   prior's one-way marginals; particles are resampled and moved (Metropolis-Hastings, feasible moves only)
-   when their weights degenerate;
+   a marginal the particles represent badly (exponential mechanism; by default AIM's score and the largest query
+   in turn, among the workload's marginals and every marginal inside one: ``select`` and ``candidates`` of
+   :class:`~dq_engine.fit.mwem.MWEMConfig`), measures it with Gaussian noise, and reweights the particles by
+   multiplicative weights, replaying every earlier measurement and the prior's one-way marginals; particles are
+   resampled and moved (Metropolis-Hastings, feasible moves only) when their weights degenerate;
 3. the release's rows are then sampled from the weighted particles (:meth:`SynthesisResult.sample_rows`).
 
 Privacy: the fit reads the private data only through its prior's one-way measurement, its selections and its

@@ -81,13 +81,19 @@ MWEM_PARTICLES_ROUNDS_CAP = 40
 """Largest T of MWEM on particles (what the history replays allow in about a minute on 2 cores)."""
 MWEM_PARTICLES_PRIOR_SHARE = 0.2
 """Share of ρ for the prior's noisy one-way marginals of MWEM on particles."""
-MWEM_PARTICLES_SELECT = "query"
-"""What a round of MWEM on particles selects (:class:`dq_engine.fit.mwem.MWEMConfig`, ``select``): the query of
-largest error (``"query"``) or the marginal of largest L1 error beyond its expected noise (``"marginal"``, AIM's
-score)."""
-MWEM_PARTICLES_CANDIDATES = "workload"
-"""Which marginals a round of MWEM on particles may select (:class:`dq_engine.fit.mwem.MWEMConfig`, ``candidates``):
-the workload's (``"workload"``) or also every marginal inside one (``"closure"``, AIM's candidates)."""
+MWEM_PARTICLES_SELECT = "alternate"
+"""What a round of MWEM on particles (and of the table fit) selects (:class:`dq_engine.fit.mwem.MWEMConfig`,
+``select``): the query of largest error (``"query"``), the marginal of largest L1 error beyond its expected noise
+(``"marginal"``, AIM's score), or the two in turn (``"alternate"``, the default since 2026-11-28; was ``"query"``).
+Measured (``bench/fit_selection.py``, docs/benchmarks.md, "What the fit's rounds select"): AIM's score alone wins
+pairs at ε = 0.1 and loses the workload's worst cells at ε = 1 on Adult; in turn, the two keep the workload max
+of the query rule and most of the score's gain on pairs."""
+MWEM_PARTICLES_CANDIDATES = "closure"
+"""Which marginals a round of MWEM on particles (and of the table fit) may select
+(:class:`dq_engine.fit.mwem.MWEMConfig`, ``candidates``): the workload's (``"workload"``) or also every marginal
+inside one (``"closure"``, AIM's candidates; the default since 2026-11-28). On a workload of 3-way marginals only
+(ADULT-64) the closure lets the rounds measure pairs and single columns and the prior's one-way marginals be
+replayed; on the default workload (all 1-way and 2-way marginals and some 3-way ones) it changes nothing."""
 MWEM_PARTICLES_SUPPORT_SIZE = 200_000
 """Particles of MWEM on particles (about 1.6 MB per attribute as int64 codes)."""
 MWEM_PARTICLES_FINAL_MOVES = 0

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dqrelease.mechanisms.base import PlanInputs, ReleasePlan, RunInputs
+from dqrelease.mechanisms.mwem import selection_words
 
 __all__ = ["FIT_SHARE", "FitKeys", "plan_with_fit", "run_fit"]
 
@@ -149,8 +150,9 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
     own = "" if grown else f", epsilon = {own_epsilon:.4g} on its own"
     note = (
         f"budget split: the table fit takes {share:.{1 if grown else 0}%} of rho for MWEM on {fit.support_size:,} "
-        f"particles ({keys.fit.seed_fraction:.0%} seeded with the {keys.name} records), {fit.rounds} rounds, and the "
-        f"rows are sampled from the fitted particles; {keys.name} gets the rest{own}. "
+        f"particles ({keys.fit.seed_fraction:.0%} seeded with the {keys.name} records), {fit.rounds} rounds (each "
+        f"selects a marginal {selection_words(fit)}), and the rows are sampled from the fitted particles; "
+        f"{keys.name} gets the rest{own}. "
         f"Composed in zCDP the two cost epsilon = {costs[mode].epsilon:.4g} within the target epsilon = "
         f"{public.epsilon:.4g} ({mode} accounting): the epsilons of composed steps do not add up"
     )
@@ -162,7 +164,8 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
                  f"on this many records), so the fit's share grew from {keys.fit.share:.0%} to {share:.1%}")
     parameters = {**best.parameters, "fit": {
         "share": share, "seed_fraction": fit.seed_fraction, "particles": fit.support_size,
-        "rounds": fit.rounds, "select_epsilon": fit.select_epsilon, "measure_rho": fit.measure_rho,
+        "rounds": fit.rounds, "select": fit.select, "candidates": fit.candidates,
+        "select_epsilon": fit.select_epsilon, "measure_rho": fit.measure_rho,
         "prior_rho": fit.support_budget,
     }}
     return dataclasses.replace(

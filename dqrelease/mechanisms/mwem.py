@@ -13,13 +13,31 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
 from dqrelease.mechanisms.base import Mechanism, MechanismKeys, PlanInputs, ReleasePlan, RunInputs
 
-__all__ = ["MWEM", "MWEM_PARTICLES", "MWEMKeys", "MWEMParticlesKeys"]
+if TYPE_CHECKING:
+    from dq_engine.fit.mwem import MWEMConfig
+
+__all__ = ["MWEM", "MWEM_PARTICLES", "MWEMKeys", "MWEMParticlesKeys", "selection_words"]
+
+_SELECT_WORDS = {
+    "query": "by the largest query",
+    "marginal": "by AIM's score",
+    "alternate": "by AIM's score and by the largest query in turn",
+}
+_CANDIDATE_WORDS = {
+    "workload": "among the workload's marginals",
+    "closure": "among the workload's marginals and every marginal inside one",
+}
+
+
+def selection_words(config: MWEMConfig) -> str:
+    """How the rounds of MWEM on particles (``config``, an ``MWEMConfig``) select, in the plan's words."""
+    return f"{_SELECT_WORDS[config.select]}, {_CANDIDATE_WORDS[config.candidates]}"
 
 
 class _MWEMFamilyKeys(MechanismKeys):
@@ -90,7 +108,7 @@ def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
         for key in ("rounds", "select_epsilon", "measure_rho", "measure_noise", "measure", "learning_rate",
                     "replay_sweeps", "final_sweeps", "final_min_sweeps",
                     "final_tolerance", "output", "support", "support_size",
-                    "support_budget", "support_mix", "support_moves", "delta")
+                    "support_budget", "support_mix", "support_moves", "select", "candidates", "delta")
     }
     notes = []
     if keys.rounds is None:
@@ -101,7 +119,8 @@ def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
     notes.append(
         f"epsilon = {public.epsilon:.4g} ({mode} accounting): 20% of rho for the prior's noisy one-way marginals "
         "(replayed in the fit), "
-        "of the rest 30% for the selections and 70% for Gaussian measurements of the selected marginals; "
+        "of the rest 30% for the selections and 70% for Gaussian measurements of the selected marginals (chosen "
+        f"{selection_words(engine_config)}); "
         f"{engine_config.support_size} particles, moved using only those noisy results"
     )
     return ReleasePlan(

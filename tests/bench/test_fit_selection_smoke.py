@@ -24,8 +24,11 @@ def test_smoke_run_writes_one_line_per_run_with_the_rule_it_ran(tmp_path):
         ("mwem-particles", "select-alternate"), ("mwem-particles", "marginal-closure"),
         ("mwem-particles", "alternate-closure")]
     assert all(row["status"] == "ok" for row in rows)
-    # the same plan (budget and rounds) under both rules: only what a round selects differs
+    # the same plan (budget and rounds) under every rule: only what a round selects, and among what, differs
     plans = [json.loads(row["parameters"]) for row in rows[1:]]
+    assert [(plan.pop("select"), plan.pop("candidates")) for plan in plans] == [
+        ("query", "workload"), ("marginal", "workload"), ("alternate", "workload"), ("marginal", "closure"),
+        ("alternate", "closure")]
     assert all(plan == plans[0] for plan in plans)
     assert rows[1]["workload_max_error"] != rows[2]["workload_max_error"]
     assert out.with_suffix(".md").read_text().count("| adult | 1 |") == 6
