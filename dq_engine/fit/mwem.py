@@ -373,13 +373,13 @@ def _answers(distribution: UniverseDistribution | ParticleDistribution, index: M
     return out
 
 
-def _closure(workload: Workload) -> Workload:
+def _closure(workload: Workload, index: MarginalIndex) -> Workload:
     """The workload's downward closure as a workload (public).
 
     The workload itself when it has an incomplete marginal, when the closure adds nothing, or when the closure
     would have more than :data:`MAX_CLOSURE_MARGINALS` marginals.
     """
-    if not MarginalIndex(workload).complete.all():
+    if not index.complete.all():
         return workload
     sets = downward_closure_sets(workload)
     if len(sets) > MAX_CLOSURE_MARGINALS or len(sets) == workload.n_marginals:
@@ -478,9 +478,11 @@ def mwem(
         raise ConfigError("the dataset and the workload are over different domains")
     require_grant(grant, mechanism="MWEM").spend(mwem_events(config), mechanism="MWEM")
     domain = data.domain
-    if config.candidates == "closure":
-        workload = _closure(workload)
     index = MarginalIndex(workload)
+    if config.candidates == "closure":
+        closed = _closure(workload, index)
+        if closed is not workload:
+            workload, index = closed, MarginalIndex(closed)
     if constraints is not None and len(constraints):
         constraints = with_witness(constraints)  # raises, naming the rules, when no record is feasible
     if config.support == "universe":
