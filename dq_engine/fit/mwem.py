@@ -122,6 +122,7 @@ __all__ = [
     "calibrate_mwem",
     "mwem",
     "mwem_events",
+    "selection_words",
 ]
 
 MAX_UNIVERSE_LOG2 = 24
@@ -261,6 +262,23 @@ class MWEMConfig:
             raise ConfigError(f"max_universe_log2 ({self.max_universe_log2}) must be in [1, 30]")
         if not 0 < self.delta < 1:
             raise ConfigError(f"delta ({self.delta}) must be in (0, 1)")
+
+
+_SELECT_WORDS = {
+    "query": "by the largest query",
+    "marginal": "by AIM's score",
+    "alternate": "by AIM's score and by the largest query in turn",
+}
+_CANDIDATE_WORDS = {
+    "workload": "among the workload's marginals",
+    "closure": "among the workload's marginals and every marginal inside one",
+}
+
+
+def selection_words(config: MWEMConfig) -> str:
+    """How a round of ``config`` selects its marginal, in the words of a plan's note (public)."""
+    return f"{_SELECT_WORDS[config.select]}, {_CANDIDATE_WORDS[config.candidates]}"
+
 
 
 # ---------------------------------------------------------------------- accounting

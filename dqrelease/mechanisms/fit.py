@@ -19,7 +19,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dqrelease.mechanisms.base import PlanInputs, ReleasePlan, RunInputs
-from dqrelease.mechanisms.mwem import selection_words
 
 __all__ = ["FIT_SHARE", "FitKeys", "plan_with_fit", "run_fit"]
 
@@ -105,6 +104,7 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
         AccountingError: If no mechanism budget fits next to the fit.
     """
     from dq_engine.errors import AccountingError, ConfigError
+    from dq_engine.fit.mwem import selection_words
     from dq_engine.fit.table_fit import fit_events
     from dq_engine.privacy.accounting import combined_costs, within_target
 

@@ -13,32 +13,13 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from dqrelease.mechanisms.base import Mechanism, MechanismKeys, PlanInputs, ReleasePlan, RunInputs
 
-if TYPE_CHECKING:
-    from dq_engine.fit.mwem import MWEMConfig
-
-__all__ = ["MWEM", "MWEM_PARTICLES", "MWEMKeys", "MWEMParticlesKeys", "selection_words"]
-
-_SELECT_WORDS = {
-    "query": "by the largest query",
-    "marginal": "by AIM's score",
-    "alternate": "by AIM's score and by the largest query in turn",
-}
-_CANDIDATE_WORDS = {
-    "workload": "among the workload's marginals",
-    "closure": "among the workload's marginals and every marginal inside one",
-}
-
-
-def selection_words(config: MWEMConfig) -> str:
-    """How the rounds of MWEM on particles (``config``, an ``MWEMConfig``) select, in the plan's words."""
-    return f"{_SELECT_WORDS[config.select]}, {_CANDIDATE_WORDS[config.candidates]}"
-
+__all__ = ["MWEM", "MWEM_PARTICLES", "MWEMKeys", "MWEMParticlesKeys"]
 
 class _MWEMFamilyKeys(MechanismKeys):
     def check_release(self, *, privacy, output) -> None:
@@ -96,7 +77,7 @@ def _plan_mwem(keys: MWEMKeys, inputs: PlanInputs) -> ReleasePlan:
 
 
 def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
-    from dq_engine.fit.mwem import mwem_events
+    from dq_engine.fit.mwem import mwem_events, selection_words
     from dq_engine.mechanisms.defaults import MWEM_PARTICLES_ROUNDS_CAP, mwem_particles_config
     from dq_engine.privacy.accounting import mwem_costs
 
