@@ -36,9 +36,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.fidelity import SETTINGS, mechanism_keys  # noqa: E402
+from bench.fidelity import mechanism_keys  # noqa: E402
 from bench.scale_common import seeded_results_main  # noqa: E402
-from bench.seed_records import report, run_grid  # noqa: E402
+from bench.seed_records import add_grid_arguments, report, run_grid  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 MECHANISMS = ("mwem-particles", "dualquery")
@@ -83,10 +83,8 @@ def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=["adult", "adult-pgm-64"])
+    add_grid_arguments(parser, settings=["adult", "adult-pgm-64"], example="select-marginal independent")
     parser.add_argument("--mechanisms", nargs="+", choices=list(MECHANISMS), default=list(MECHANISMS))
-    parser.add_argument("--variants", nargs="+", default=[],
-                        help="run only these variants or reference mechanisms (e.g. select-marginal independent)")
     return seeded_results_main(parser, argv, epsilons=EPSILONS, seeds=SEEDS, out=RESULTS / "fit_selection.jsonl",
                                run=run, report=report)
 

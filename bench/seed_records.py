@@ -120,6 +120,13 @@ def run_grid(
                           f"{shown} load={row['load_1min']:.1f}", flush=True)
 
 
+def add_grid_arguments(parser: argparse.ArgumentParser, *, settings: list[str], example: str) -> None:
+    """The options :func:`run_grid` reads beside ``seeded_results_main``'s: ``--settings`` and ``--variants``."""
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=settings)
+    parser.add_argument("--variants", nargs="+", default=[],
+                        help=f"run only these variants or reference mechanisms (e.g. {example})")
+
+
 def _worse(rows: list[dict], run: dict) -> int | None:
     """Pairs of ``run`` whose two-way TVD exceeds the independent-columns run's (same seed) by more than 0.02."""
     base = next((r for r in rows if r["mechanism"] == "independent" and r["status"] == "ok"
@@ -159,12 +166,10 @@ def report(path: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=["adult"])
+    add_grid_arguments(parser, settings=["adult"], example="default share-0.9 independent")
     parser.add_argument("--mechanisms", nargs="+", choices=["dualquery", "dqrs", "fem", "sepfem"],
                         default=list(MECHANISMS))
     parser.add_argument("--shares", nargs="+", type=float, default=list(SHARES))
-    parser.add_argument("--variants", nargs="+", default=[],
-                        help="run only these variants or reference mechanisms (e.g. default share-0.9 independent)")
     return seeded_results_main(parser, argv, epsilons=EPSILONS, seeds=SEEDS, out=RESULTS / "seed_records.jsonl",
                                run=run, report=report)
 
