@@ -48,8 +48,9 @@ with :class:`~dq_engine.errors.UniverseTooLargeError`: that is where DualQuery, 
   the odd rounds and the query of largest error in the even ones.
 * ``candidates="closure"`` lets the rounds select and measure every marginal inside a workload marginal too (the
   workload's *downward closure*, AIM's candidates: a 3-way marginal's pairs and single columns), when the workload
-  is made of complete marginals and the closure has at most :data:`MAX_CLOSURE_MARGINALS`; a measured pair fixes
-  the pair's cells with a third of the noise per cell a 3-way marginal of it would need to sum up.
+  is made of complete marginals and the closure has at most :data:`MAX_CLOSURE_MARGINALS`. A pair measured itself
+  carries one noise term per cell, where a pair summed from a measured 3-way marginal carries as many as the third
+  column has values.
 * ``support="sampled"`` replaces the universe by ``support_size`` i.i.d. records drawn from a *prior*
   ``P0`` (product of per-attribute distributions, :mod:`dq_engine.fit.prior`): the uniform distribution, or --
   with a positive ``support_budget`` -- a mixture of uniform and DP one-way marginals of the workload's
