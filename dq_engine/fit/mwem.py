@@ -413,14 +413,12 @@ def _expected_noise_l1(sizes: np.ndarray, config: MWEMConfig, budget: float, n: 
     ``E|noise|`` is ``√(2/π) σ`` for Gaussian noise and the scale ``b`` for Laplace noise (AIM's penalty,
     McKenna et al. 2022, uses the Gaussian's).
     """
-    out = np.empty(len(sizes))
-    for m, cells in enumerate(sizes):
-        l1, l2 = float(min(2, cells)), math.sqrt(min(2, cells))
-        variance = noise_variance(config.measure_noise, l1=l1, l2=l2, budget=budget)
-        mean_absolute = math.sqrt(2.0 * variance / math.pi) if config.measure_noise == "gaussian" else math.sqrt(
-            variance / 2.0)
-        out[m] = cells * mean_absolute / n
-    return out
+    def mean_absolute(touched: int) -> float:  # a record touches min(2, cells) cells of a marginal
+        variance = noise_variance(config.measure_noise, l1=float(touched), l2=math.sqrt(touched), budget=budget)
+        return math.sqrt(2.0 * variance / math.pi) if config.measure_noise == "gaussian" else math.sqrt(variance / 2)
+
+    sizes = np.asarray(sizes, dtype=np.float64)
+    return sizes * np.where(sizes >= 2, mean_absolute(2), mean_absolute(1)) / n
 
 
 def _final_sweeps(
