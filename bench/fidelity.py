@@ -244,7 +244,7 @@ SETTINGS: dict[str, Setting] = {
                                                                         smoke=smoke)),
     "adult-pgm": Setting(name="adult-pgm", load=_adult_pgm("default")),
     "adult-pgm-64": Setting(name="adult-pgm-64", load=_adult_pgm("64"),
-                            mechanisms=("dualquery", "dqrs", "mwem-particles", "mst", "aim"),
+                            mechanisms=("independent", "dualquery", "dqrs", "mwem-particles", "mst", "aim"),
                             peer_rows_from={"mst": "adult-pgm"}),
     "kdd99": Setting(name="kdd99", load=lambda smoke: _release_dataset(ROOT / "examples/kdd99/release.toml",
                                                                         smoke=smoke)),
@@ -468,6 +468,46 @@ def _key(row: dict[str, Any]) -> tuple[str, str, float, int]:
     return row["setting"], row["mechanism"], round(float(row["epsilon"]), 9), int(row["seed"])
 
 
+WORSE_BY = 0.02
+"""A pair counts as *worse than independent columns* when its two-way TVD exceeds theirs by more than this."""
+
+
+def pairs_path(out: Path) -> Path:
+    """Where each run's two-way TVD per pair goes, beside the CSV: one JSON line per run."""
+    return out.with_name(f"{out.stem}_pairs.jsonl")
+
+
+def append_pairs(out: Path, row: dict[str, Any]) -> None:
+    """Append the run's ``pair_tvd`` (in ``reference.marginals.pairs`` order) under the CSV's key, if it has one."""
+    if not row.get("pair_tvd"):
+        return
+    line = json.dumps({"setting": row["setting"], "mechanism": row["mechanism"], "epsilon": float(row["epsilon"]),
+                       "seed": int(row["seed"]), "pair_tvd": [round(t, 6) for t in row["pair_tvd"]]})
+    with pairs_path(out).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            handle.write(line + "\n")
+            handle.flush()
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def count_pairs_worse(rows: list[dict[str, Any]], out: Path) -> None:
+    """Set ``pairs_worse`` on each ok row: pairs whose two-way TVD exceeds the ``independent`` run's of the same
+    setting, ε and seed by more than :data:`WORSE_BY` (None when either run's pairs are not on record)."""
+    pairs: dict[tuple, list[float]] = {}
+    if pairs_path(out).exists():
+        for line in pairs_path(out).read_text().splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                pairs[_key(entry)] = entry["pair_tvd"]  # a later run of the same key replaces an earlier one
+    for row in rows:
+        own = pairs.get(_key(row)) if row["status"] == "ok" else None
+        base = pairs.get((row["setting"], "independent", round(float(row["epsilon"]), 9), int(row["seed"])))
+        row["pairs_worse"] = (None if own is None or base is None
+                              else sum(a > b + WORSE_BY for a, b in zip(own, base, strict=True)))
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """Rows of the CSV with numbers parsed (empty cells are None)."""
     if not path.exists():
@@ -564,6 +604,7 @@ def run(args: argparse.Namespace, meta: dict[str, Any]) -> None:
                 row.update(status="failed", note=f"{type(failure).__name__}: {str(failure)[:300]}")
             row["finished"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
             append_row(args.out, row)
+            append_pairs(args.out, row)
             shown = " ".join(f"{k}={row[k]:.4g}" for k in ("worst_one_way_cell", "mean_two_way_tvd",
                                                             "workload_max_error", "seconds") if row.get(k) is not None)
             print(f"{setting_name:13s} {name:19s} eps={epsilon:<4g} seed={seed} {row['status']:8s} {shown} "
@@ -590,7 +631,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 epsilons[key] = {**entry, "seeds_ok": sorted(int(r["seed"]) for r in ok),
                                  "workload_max_error_by_seed": {int(r["seed"]): r["workload_max_error"] for r in ok}}
                 for field in (*FIGURES, "distinct_rows", "violating_rows", "out_of_domain_rows", "seconds",
-                              "load_1min", "charged_epsilon"):
+                              "load_1min", "charged_epsilon", "pairs_worse"):
                     values = [r[field] for r in ok if r.get(field) is not None]
                     if values:
                         epsilons[key][field] = _spread(values)
@@ -652,7 +693,7 @@ def _cell(entry: dict | None, field: str, digits: int = 3) -> str:
         statuses = ", ".join(f"{s} {c}" for s, c in entry["statuses"].items() if s != "ok")
         return statuses or "–"
     spread = entry[field]
-    whole = field in ("distinct_rows", "violating_rows", "out_of_domain_rows", "seconds")
+    whole = field in ("distinct_rows", "violating_rows", "out_of_domain_rows", "seconds", "pairs_worse")
 
     def fmt(value: float) -> str:
         return f"{value:,.0f}" if whole else f"{value:.{digits}f}"
@@ -674,7 +715,8 @@ def markdown(summary: dict[str, Any], checks: list[dict[str, Any]]) -> str:
                ("mean_two_way_tvd", "mean 2-way TVD"), ("max_two_way_tvd", "max 2-way TVD"),
                ("workload_max_error", "workload max"), ("workload_mean_error", "workload mean"),
                ("distinct_rows", "distinct rows"), ("violating_rows", "rows breaking a rule"),
-               ("out_of_domain_rows", "rows outside the domain"), ("seconds", "wall s"))
+               ("out_of_domain_rows", "rows outside the domain"),
+               ("pairs_worse", f"pairs worse than independent by > {WORSE_BY:g}"), ("seconds", "wall s"))
     lines = []
     for setting, mechanisms in summary.items():
         lines += [f"#### {setting}: {WORKLOAD_LABELS.get(setting, '')}", "",
@@ -764,6 +806,7 @@ def plot(summary: dict[str, Any], path: Path) -> None:
 def report(args: argparse.Namespace, meta: dict[str, Any] | None) -> dict[str, Any]:
     """Write fidelity.json, fidelity.md and fidelity.png beside the CSV from every row in it."""
     rows = read_rows(args.out)
+    count_pairs_worse(rows, args.out)
     summary = summarise(rows)
     checks = target_checks(summary)
     json_path = args.out.with_suffix(".json")

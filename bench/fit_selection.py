@@ -1,4 +1,5 @@
-"""What the table fit's rounds should select: the query of largest error, or AIM's marginal score (issue 25).
+"""What the table fit's rounds should select (the query of largest error, or AIM's marginal score) and how it fits
+the history after them (issue 25).
 
 MWEM on particles, alone (``mwem-particles``) and as DualQuery's table fit, selects in each round either
 
@@ -10,12 +11,17 @@ MWEM on particles, alone (``mwem-particles``) and as DualQuery's table fit, sele
 - ``select-alternate``: AIM's score in the odd rounds, the query of largest error in the even ones;
 - ``marginal-closure``: AIM's score over AIM's candidates, the workload's marginals and every marginal inside one
   (on a workload of all one-way and two-way marginals plus some 3-way ones, the same as ``select-marginal``);
-- ``alternate-closure``: ``select-alternate`` over AIM's candidates.
+- ``alternate-closure``: ``select-alternate`` over AIM's candidates (the registry's rule since 2026-11-28).
+
+and, after its last round, fits the whole history either by cyclic MW sweeps (the registry's) or by
+``estimator-mirror``: mirror descent on the measurements' Gaussian log-likelihood (``final_estimator="mirror"``,
+Private-PGM's estimation problem, McKenna, Sheldon & Miklau 2019, over the particles), with the registry's rule
+otherwise; its reference is ``alternate-closure``, the same configuration with the sweeps.
 
 All run on the same data, workload, (ε, δ) and seeds, with a DP table of independent columns at the same ε as the
 reference of "pairs worse than independent columns by more than 0.02" (same seed). The rule is switched for the
-run through ``MWEM_PARTICLES_SELECT`` and ``MWEM_PARTICLES_CANDIDATES`` of ``dq_engine.mechanisms.defaults`` (every
-other key is the registry's), so the privacy cost and the rounds are those of the registry's plan. Rows and the
+run through the constants of ``dq_engine.mechanisms.defaults`` that :data:`RULES` names (every other key is the
+registry's), so the privacy cost and the rounds are those of the registry's plan. Rows and the
 table as ``bench/seed_records.py`` writes them (its ``run_grid`` and ``report``).
 
 Usage (one timed benchmark at a time on the shared machine)::
@@ -43,13 +49,14 @@ from bench.seed_records import add_grid_arguments, report, run_grid  # noqa: E40
 RESULTS = ROOT / "bench" / "results"
 MECHANISMS = ("mwem-particles", "dualquery")
 RULES = {
-    "select-query": ("query", "workload"),
-    "select-marginal": ("marginal", "workload"),
-    "select-alternate": ("alternate", "workload"),
-    "marginal-closure": ("marginal", "closure"),
-    "alternate-closure": ("alternate", "closure"),
+    "select-query": {"MWEM_PARTICLES_SELECT": "query", "MWEM_PARTICLES_CANDIDATES": "workload"},
+    "select-marginal": {"MWEM_PARTICLES_SELECT": "marginal", "MWEM_PARTICLES_CANDIDATES": "workload"},
+    "select-alternate": {"MWEM_PARTICLES_SELECT": "alternate", "MWEM_PARTICLES_CANDIDATES": "workload"},
+    "marginal-closure": {"MWEM_PARTICLES_SELECT": "marginal", "MWEM_PARTICLES_CANDIDATES": "closure"},
+    "alternate-closure": {"MWEM_PARTICLES_SELECT": "alternate", "MWEM_PARTICLES_CANDIDATES": "closure"},
+    "estimator-mirror": {"MWEM_PARTICLES_FINAL_ESTIMATOR": "mirror"},
 }
-"""Variant: (``MWEM_PARTICLES_SELECT``, ``MWEM_PARTICLES_CANDIDATES``) during its runs."""
+"""Variant: the constants of ``dq_engine.mechanisms.defaults`` it sets during its runs (the rest are the registry's)."""
 EPSILONS = (0.1, 1.0)
 SEEDS = (0, 1, 2, 3, 4)
 
@@ -68,13 +75,15 @@ def _rule(name: str, variant: str) -> Iterator[None]:
     """The variant's selection rule for the duration of one run (the registry's otherwise)."""
     from dq_engine.mechanisms import defaults
 
-    before = defaults.MWEM_PARTICLES_SELECT, defaults.MWEM_PARTICLES_CANDIDATES
-    if variant in RULES:
-        defaults.MWEM_PARTICLES_SELECT, defaults.MWEM_PARTICLES_CANDIDATES = RULES[variant]
+    changes = RULES.get(variant, {})
+    before = {name: getattr(defaults, name) for name in changes}
+    for name, value in changes.items():
+        setattr(defaults, name, value)
     try:
         yield
     finally:
-        defaults.MWEM_PARTICLES_SELECT, defaults.MWEM_PARTICLES_CANDIDATES = before
+        for name, value in before.items():
+            setattr(defaults, name, value)
 
 
 def run(args: argparse.Namespace) -> None:

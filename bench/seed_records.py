@@ -40,9 +40,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.fidelity import SETTINGS, mechanism_keys, run_ours  # noqa: E402
+from bench.fidelity import SETTINGS, WORSE_BY, mechanism_keys, run_ours  # noqa: E402
 from bench.scale_common import median_range, seeded_results_main  # noqa: E402
-from bench.small_tables import WORSE_BY  # noqa: E402
 from dq_engine.evaluation.fidelity import fidelity_reference  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"

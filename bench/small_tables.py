@@ -44,6 +44,7 @@ from bench.fidelity import (  # noqa: E402
     PEERS,
     PEERS_PYTHON,
     SETTINGS,
+    WORSE_BY,
     Loaded,
     mechanism_keys,
     published_figures,
@@ -60,10 +61,6 @@ SAMPLE_SEED = 20_251_126
 MECHANISMS = ("independent", "mwem-particles", "dualquery")
 PUBLISH_SEED_OFFSET = 10_000
 DELTA = 1e-9
-WORSE_BY = 0.02
-"""A pair counts as *worse than independent columns* when its two-way TVD exceeds theirs by more than this."""
-
-
 def cut(loaded: Loaded, rows: int) -> Loaded:
     """``rows`` records of the setting drawn without replacement (public seed); same workload and rules."""
     codes = loaded.data.to_codes()

@@ -33,6 +33,18 @@ with :class:`~dq_engine.errors.UniverseTooLargeError`: that is where DualQuery, 
   taken two ways, over the cells and over the measurements (each its cells' mean), and both must stop: over the
   cells alone, a few wide measured marginals decide for the one-way marginals too (docs/decisions.md, "The fit's
   final sweeps stop at the noise" and "... of every measurement"). Post-processing of the noisy measurements.
+* ``final_estimator="mirror"`` -- instead of those sweeps, entropic mirror descent on the whole history's Gaussian
+  log-likelihood: the estimation problem of Private-PGM (McKenna, Sheldon & Miklau 2019, "Graphical-model based
+  estimation and inference for differential privacy"), over the distributions the particles (or the universe's
+  records) can hold. The loss is ``½ Σ_i ||A_i - y_i||² / σ_i²`` over the measured cells: unlike a sweep, a
+  step weighs each measurement by its noise (the prior's one-way marginals and the rounds' marginals have
+  different variances) and moves every measured marginal at once. The gradient of the loss at a record is a sum
+  of per-marginal cell terms, so a step is one multiplicative update of every measured marginal with the cells'
+  residuals divided by their variances, and ``A`` stays log-linear in the measured marginals (the particles'
+  moves still target it). The step size is found by backtracking as Private-PGM's mirror descent does (accept
+  when the loss drops by at least half of ``⟨∇L, A - A'⟩``, else halve; double it after an accepted step), and
+  the steps stop by the same rule as the sweeps (``final_sweeps`` steps at most, at least ``final_min_sweeps``,
+  then within the noise or converged). Post-processing of the noisy measurements.
 * ``output="final"`` returns ``A_T`` (what implementations of MWEM return); ``"average"`` returns the
   average ``(1/T) Σ A_t`` of Algorithm 1's analysis.
 * ``measure="marginal"`` measures every workload cell of the selected query's marginal at once (L1
@@ -158,6 +170,9 @@ class MWEMConfig:
             docstring). None = ``final_sweeps`` (always that many).
         final_tolerance: With ``final_min_sweeps``, the sweeps also stop (after the fewest) at the first sweep
             that lowers the discrepancy by less than this share of the previous sweep's; 0 = never on that ground.
+        final_estimator: ``"sweeps"`` (cyclic MW updates over the history, at ``learning_rate``) or ``"mirror"``
+            (mirror descent on the measurements' Gaussian log-likelihood; module docstring). ``final_sweeps``,
+            ``final_min_sweeps`` and ``final_tolerance`` count and stop its steps alike.
         output: ``"final"`` (``A_T``) or ``"average"`` (``(1/T) Σ A_t``).
         support: ``"universe"`` (exact; refuses large universes) or ``"sampled"`` (see module docstring).
         support_size: Records drawn for ``support="sampled"``.
@@ -190,6 +205,7 @@ class MWEMConfig:
     final_sweeps: int = 0
     final_min_sweeps: int | None = None
     final_tolerance: float = 0.0
+    final_estimator: Literal["sweeps", "mirror"] = "sweeps"
     output: Literal["final", "average"] = "final"
     support: Literal["universe", "sampled"] = "universe"
     support_size: int = 200_000
@@ -234,6 +250,8 @@ class MWEMConfig:
             )
         if not 0 <= self.final_tolerance < 1:
             raise ConfigError(f"final_tolerance ({self.final_tolerance}) must be in [0, 1)")
+        if self.final_estimator not in ("sweeps", "mirror"):
+            raise ConfigError(f"final_estimator ({self.final_estimator!r}) must be 'sweeps' or 'mirror'")
         if self.output not in ("final", "average"):
             raise ConfigError(f"output ({self.output!r}) must be 'final' or 'average'")
         if self.support not in ("universe", "sampled"):
@@ -434,24 +452,84 @@ def _final_sweeps(
     few measured 3-way marginals of thousands of near-empty cells hold it near 1 while the one-way marginals are
     still far from their measurements.
     """
-    least = config.final_sweeps if config.final_min_sweeps is None else config.final_min_sweeps
-    cells = sum(len(past.values) for past in history)
-    previous = (math.inf, math.inf)
+    stop = _StopRule(config)
     for sweep in range(1, config.final_sweeps + 1):
+        if stop(sweep, [(apply(past), past.variance) for past in history]):
+            return sweep
+    return config.final_sweeps
+
+
+class _StopRule:
+    """When the final sweeps or mirror-descent steps stop (:func:`_final_sweeps`): called once per step."""
+
+    def __init__(self, config: MWEMConfig) -> None:
+        self.least = config.final_sweeps if config.final_min_sweeps is None else config.final_min_sweeps
+        self.tolerance = config.final_tolerance
+        self.previous = (math.inf, math.inf)
+
+    def __call__(self, step: int, residuals: list[tuple[np.ndarray, float]]) -> bool:
+        """Whether ``step`` is the last, given each measurement's residuals and noise variance at that step."""
+        cells = sum(len(residual) for residual, _ in residuals)
         total, per_measurement = 0.0, 0.0
-        for past in history:
-            residual = apply(past)
-            squared = float(np.dot(residual, residual)) / past.variance
+        for residual, variance in residuals:
+            squared = float(np.dot(residual, residual)) / variance
             total += squared
             per_measurement += squared / max(len(residual), 1)
-        current = (total / max(cells, 1), per_measurement / max(len(history), 1))
+        current = (total / max(cells, 1), per_measurement / max(len(residuals), 1))
         done = all(
-            now <= 1.0 or before - now < config.final_tolerance * before
-            for now, before in zip(current, previous, strict=True)
+            now <= 1.0 or before - now < self.tolerance * before
+            for now, before in zip(current, self.previous, strict=True)
         )
-        if sweep >= least and done:
-            return sweep
-        previous = current
+        self.previous = current
+        return step >= self.least and done
+
+
+MIRROR_BACKTRACKS = 40
+"""Most halvings of a mirror-descent step before the estimate counts as converged (a step ``2^-40`` of the first)."""
+
+
+def _mirror_descent(
+    history: list[Measurement], distribution: UniverseDistribution | ParticleDistribution, config: MWEMConfig
+) -> int:
+    """Mirror descent on the history's Gaussian log-likelihood; returns the steps run (module docstring).
+
+    Post-processing: it reads only the noisy measurements, their public variances and the distribution.
+    """
+    marginals = sorted({past.marginal for past in history})
+    stop = _StopRule(config)
+
+    def loss_and_gradient(weights: np.ndarray | None) -> tuple[float, dict[int, np.ndarray], list, dict]:
+        tables = {m: distribution.table(m, weights) for m in marginals}
+        gradient = {m: np.zeros_like(tables[m]) for m in marginals}
+        residuals, loss = [], 0.0
+        for past in history:
+            residual = past.values - tables[past.marginal][past.cells]
+            residuals.append((residual, past.variance))
+            loss += 0.5 * float(np.dot(residual, residual)) / past.variance
+            np.add.at(gradient[past.marginal], past.cells, -residual / past.variance)
+        return loss, gradient, residuals, tables
+
+    loss, gradient, residuals, tables = loss_and_gradient(None)
+    largest = max((float(np.abs(g).max()) for g in gradient.values()), default=0.0)
+    if largest == 0.0:
+        return 0
+    eta = 0.5 / largest  # doubled below: the first trial moves no weight by more than a factor e
+    for step in range(config.final_sweeps):  # ``step`` steps taken so far
+        if stop(step, residuals):
+            return step
+        eta *= 2.0
+        for _ in range(MIRROR_BACKTRACKS):
+            factors = {m: -eta * gradient[m] for m in marginals}
+            weights = distribution.weights_after(factors)
+            trial = loss_and_gradient(weights)
+            decrease = sum(float(np.dot(gradient[m], tables[m] - trial[3][m])) for m in marginals)
+            if loss - trial[0] >= 0.5 * decrease:
+                break
+            eta *= 0.5
+        else:
+            return step  # no step lowers the loss enough: converged
+        distribution.set_weights(weights, factors)
+        loss, gradient, residuals, tables = trial
     return config.final_sweeps
 
 
@@ -578,7 +656,10 @@ def mwem(
         )
         if progress is not None:
             progress(diagnostics[-1])
-    final_sweeps = _final_sweeps(history, apply, config)
+    if config.final_estimator == "mirror":
+        final_sweeps = _mirror_descent(history, distribution, config)
+    else:
+        final_sweeps = _final_sweeps(history, apply, config)
     if config.final_moves and isinstance(distribution, ParticleDistribution):
         distribution.rejuvenate(config.final_moves)
     final = average if average is not None else distribution.snapshot()
@@ -603,6 +684,7 @@ def mwem(
             "final_sweeps": config.final_sweeps,
             "final_min_sweeps": config.final_min_sweeps,
             "final_tolerance": config.final_tolerance,
+            "final_estimator": config.final_estimator,
             "final_sweeps_run": final_sweeps,
             "output": config.output,
             "support": config.support,

@@ -68,9 +68,24 @@ class ParticleDistribution:
             self._cells[m] = self.index.cells(m, self.codes)
         return self._cells[m]
 
-    def table(self, m: int) -> np.ndarray:
-        """Marginal ``m`` of the weighted particles (cell probabilities, C order)."""
-        return np.bincount(self._cells_of(m), weights=self.p, minlength=int(self.index.n_cells[m]))
+    def table(self, m: int, weights: np.ndarray | None = None) -> np.ndarray:
+        """Marginal ``m`` of the weighted particles (cell probabilities, C order), under ``weights`` if given."""
+        weights = self.p if weights is None else weights
+        return np.bincount(self._cells_of(m), weights=weights, minlength=int(self.index.n_cells[m]))
+
+    def weights_after(self, factors: dict[int, np.ndarray]) -> np.ndarray:
+        """The weights ``A(x) · exp(Σ_m factors[m][cell_m(x)])``, normalised, without changing ``A``."""
+        log = np.zeros(self.p.shape[0])
+        for m, factor in factors.items():
+            log += factor[self._cells_of(m)]
+        weights = self.p * np.exp(log - log.max())
+        return weights / weights.sum()
+
+    def set_weights(self, weights: np.ndarray, factors: dict[int, np.ndarray]) -> None:
+        """Make ``weights`` (from :meth:`weights_after` with ``factors``) ``A``'s, adding ``factors`` to ``θ``."""
+        self.p = weights
+        for m, factor in factors.items():
+            self.theta[m] = self.theta.get(m, 0.0) + factor
 
     def apply(self, m: int, cells: np.ndarray, values: np.ndarray, learning_rate: float) -> np.ndarray:
         """The MW update of the measured cells; ``θ_m`` keeps the running sum of the log factors.

@@ -36,9 +36,10 @@ class UniverseDistribution:
             self.p[constraints.forbidden_mask() if forbidden is None else forbidden] = 0.0
             self.p /= self.p.sum()
 
-    def table(self, m: int) -> np.ndarray:
-        """Marginal ``m`` of ``A`` in C order (sums over contiguous blocks of the other axes)."""
-        sizes = self.p.shape
+    def table(self, m: int, weights: np.ndarray | None = None) -> np.ndarray:
+        """Marginal ``m`` of ``A`` (of ``weights``, if given) in C order (sums over blocks of the other axes)."""
+        weights = self.p if weights is None else weights
+        sizes = weights.shape
         shape: list[int] = []
         axes: list[int] = []
         previous = 0
@@ -49,7 +50,13 @@ class UniverseDistribution:
             previous = a + 1
         shape.append(math.prod(sizes[previous:]))
         axes.append(len(shape) - 1)
-        return self.p.reshape(shape).sum(axis=tuple(axes)).ravel()
+        return weights.reshape(shape).sum(axis=tuple(axes)).ravel()
+
+    def _broadcast(self, m: int, factor: np.ndarray) -> np.ndarray:
+        shape = [1] * len(self.domain)
+        for a in self.index.attributes[m]:
+            shape[a] = int(self.domain.sizes[a])
+        return factor.reshape(shape)
 
     def apply(self, m: int, cells: np.ndarray, values: np.ndarray, learning_rate: float) -> np.ndarray:
         """``A(x) ← A(x) exp(λ (m_c - A_c))`` for ``x`` in a measured cell ``c`` of marginal ``m``.
@@ -60,12 +67,21 @@ class UniverseDistribution:
         residual = values - table[cells]
         log_factor = np.zeros_like(table)
         log_factor[cells] = learning_rate * residual
-        shape = [1] * len(self.domain)
-        for a in self.index.attributes[m]:
-            shape[a] = int(self.domain.sizes[a])
-        self.p *= np.exp(log_factor - log_factor.max()).reshape(shape)
+        self.p *= self._broadcast(m, np.exp(log_factor - log_factor.max()))
         self.p /= self.p.sum()
         return residual
+
+    def weights_after(self, factors: dict[int, np.ndarray]) -> np.ndarray:
+        """The weights ``A(x) · exp(Σ_m factors[m][cell_m(x)])``, normalised, without changing ``A``."""
+        log = np.zeros(self.p.shape)
+        for m, factor in factors.items():
+            log = log + self._broadcast(m, factor)
+        weights = self.p * np.exp(log - log.max())
+        return weights / weights.sum()
+
+    def set_weights(self, weights: np.ndarray, factors: dict[int, np.ndarray]) -> None:
+        """Make ``weights`` (from :meth:`weights_after`) ``A``'s (the universe keeps no ``θ``)."""
+        self.p = weights
 
     def snapshot(self) -> np.ndarray:
         """A copy of the weights (for ``output="average"`` and the final records)."""

@@ -45,6 +45,7 @@ __all__ = [
     "FEM_NOISE_SCALE",
     "FEM_ROUNDS_CAP",
     "MWEM_PARTICLES_CANDIDATES",
+    "MWEM_PARTICLES_FINAL_ESTIMATOR",
     "MWEM_PARTICLES_FINAL_MIN_SWEEPS",
     "MWEM_PARTICLES_FINAL_SWEEPS",
     "MWEM_PARTICLES_FINAL_TOLERANCE",
@@ -94,6 +95,10 @@ MWEM_PARTICLES_CANDIDATES = "closure"
 inside one (``"closure"``, AIM's candidates; the default since 2026-11-28). On a workload of 3-way marginals only
 (ADULT-64) the closure lets the rounds measure pairs and single columns and the prior's one-way marginals be
 replayed; on the default workload (all 1-way and 2-way marginals and some 3-way ones) it changes nothing."""
+MWEM_PARTICLES_FINAL_ESTIMATOR = "sweeps"
+"""How MWEM on particles (and the table fit) fits the whole history after the last round
+(:class:`dq_engine.fit.mwem.MWEMConfig`, ``final_estimator``): cyclic MW sweeps (``"sweeps"``) or mirror descent on
+the measurements' Gaussian log-likelihood (``"mirror"``, Private-PGM's estimation problem over the particles)."""
 MWEM_PARTICLES_SUPPORT_SIZE = 200_000
 """Particles of MWEM on particles (about 1.6 MB per attribute as int64 codes)."""
 MWEM_PARTICLES_FINAL_MOVES = 0
@@ -274,7 +279,7 @@ def mwem_particles_config(
         candidates=MWEM_PARTICLES_CANDIDATES if candidates is None else candidates, learning_rate=2.0, replay_sweeps=1,
         final_sweeps=MWEM_PARTICLES_FINAL_SWEEPS,
         final_min_sweeps=MWEM_PARTICLES_FINAL_MIN_SWEEPS, final_tolerance=MWEM_PARTICLES_FINAL_TOLERANCE,
-        support="sampled",
+        final_estimator=MWEM_PARTICLES_FINAL_ESTIMATOR, support="sampled",
         support_size=MWEM_PARTICLES_SUPPORT_SIZE if support_size is None else support_size, support_mix=0.2,
         support_moves=1, final_moves=MWEM_PARTICLES_FINAL_MOVES, seed_fraction=seed_fraction,
         replay_prior=replay_prior, delta=public.delta,

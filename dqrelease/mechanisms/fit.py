@@ -165,7 +165,7 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
     parameters = {**best.parameters, "fit": {
         "share": share, "seed_fraction": fit.seed_fraction, "particles": fit.support_size,
         "rounds": fit.rounds, "select": fit.select, "candidates": fit.candidates,
-        "select_epsilon": fit.select_epsilon, "measure_rho": fit.measure_rho,
+        "final_estimator": fit.final_estimator, "select_epsilon": fit.select_epsilon, "measure_rho": fit.measure_rho,
         "prior_rho": fit.support_budget,
     }}
     return dataclasses.replace(

@@ -66,10 +66,25 @@ def test_without_rows_outside_the_domain_the_figures_are_the_evaluations():
     assert figures["out_of_domain_rows"] == 0 and figures["violating_rows"] is None
 
 
+def test_pairs_worse_counts_pairs_beyond_independent_columns_of_the_same_seed(tmp_path):
+    fidelity = _bench_fidelity()
+    out = tmp_path / "fidelity.csv"
+    base = {"setting": "t", "epsilon": 1.0, "status": "ok"}
+    for mechanism, seed, tvds in [("independent", 0, [0.10, 0.10, 0.10]), ("dualquery", 0, [0.13, 0.12, 0.05]),
+                                  ("independent", 1, [0.00, 0.00, 0.00]), ("dualquery", 1, [0.03, 0.00, 0.03])]:
+        fidelity.append_pairs(out, {**base, "mechanism": mechanism, "seed": seed, "pair_tvd": tvds})
+    rows = [{**base, "mechanism": "dualquery", "seed": 0}, {**base, "mechanism": "dualquery", "seed": 1},
+            {**base, "mechanism": "dualquery", "seed": 2}, {**base, "mechanism": "mst", "seed": 0}]
+    fidelity.count_pairs_worse(rows, out)
+    # seed 0: 0.13 > 0.12 counts, 0.12 = 0.10 + 0.02 does not; seed 1: two pairs 0.03 above; seed 2, mst: no record
+    assert [row["pairs_worse"] for row in rows] == [1, 2, None, None]
+
+
 def _smoke(out: Path, peers_python: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "bench" / "fidelity.py"), "--smoke", "--out", str(out), "--peers-python",
-         str(peers_python), "--mechanisms", "dualquery", "mwem", "randomized_response", "mst", "aim"],
+         str(peers_python), "--mechanisms", "independent", "dualquery", "mwem", "randomized_response", "mst",
+         "aim"],
         cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
     )
 
@@ -79,7 +94,7 @@ def test_smoke_run_writes_a_row_per_run_resumes_and_summarises(tmp_path):
     completed = _smoke(out, tmp_path / "missing" / "python")
     assert completed.returncode == 0, completed.stderr[-3000:]
     rows = {row["mechanism"]: row for row in csv.DictReader(out.open())}
-    assert set(rows) == {"dualquery", "mwem", "randomized_response", "mst", "aim"}
+    assert set(rows) == {"independent", "dualquery", "mwem", "randomized_response", "mst", "aim"}
     ours = rows["dualquery"]
     assert ours["status"] == "ok", ours["note"]
     for figure in ("worst_one_way_cell", "mean_one_way_tvd", "mean_two_way_tvd", "max_two_way_tvd",
@@ -93,9 +108,15 @@ def test_smoke_run_writes_a_row_per_run_resumes_and_summarises(tmp_path):
     # resumable: a second run adds nothing
     again = _smoke(out, tmp_path / "missing" / "python")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert len(list(csv.DictReader(out.open()))) == 5
+    assert len(list(csv.DictReader(out.open()))) == 6
+    # every ok run's pairs are kept beside the CSV, and the summary counts the pairs worse than independent columns
+    pairs = [json.loads(line) for line in out.with_name("fidelity_pairs.jsonl").read_text().splitlines()]
+    assert sorted(entry["mechanism"] for entry in pairs) == ["dualquery", "independent"]
+    assert all(len(entry["pair_tvd"]) == 14 * 15 // 2 for entry in pairs)  # Adult's 15 columns
     summary = json.loads(out.with_suffix(".json").read_text())
     assert summary["summary"]["adult"]["dualquery"]["1"]["worst_one_way_cell"]["runs"] == 1
+    assert 0 <= summary["summary"]["adult"]["dualquery"]["1"]["pairs_worse"]["median"] <= 105
+    assert summary["summary"]["adult"]["independent"]["1"]["pairs_worse"]["median"] == 0
     assert summary["runs"][0]["selector_choices"]["adult"]  # what 'auto' plans here
     assert "| dualquery | 1 |" in out.with_suffix(".md").read_text()
     assert out.with_suffix(".png").stat().st_size > 10_000

@@ -22,13 +22,15 @@ def test_smoke_run_writes_one_line_per_run_with_the_rule_it_ran(tmp_path):
     assert [(row["mechanism"], row["variant"]) for row in rows] == [
         ("independent", "registry"), ("mwem-particles", "select-query"), ("mwem-particles", "select-marginal"),
         ("mwem-particles", "select-alternate"), ("mwem-particles", "marginal-closure"),
-        ("mwem-particles", "alternate-closure")]
+        ("mwem-particles", "alternate-closure"), ("mwem-particles", "estimator-mirror")]
     assert all(row["status"] == "ok" for row in rows)
-    # the same plan (budget and rounds) under every rule: only what a round selects, and among what, differs
+    # the same plan (budget and rounds) under every rule: only what a round selects, and among what, and the
+    # estimator after the rounds differ
     plans = [json.loads(row["parameters"]) for row in rows[1:]]
-    assert [(plan.pop("select"), plan.pop("candidates")) for plan in plans] == [
-        ("query", "workload"), ("marginal", "workload"), ("alternate", "workload"), ("marginal", "closure"),
-        ("alternate", "closure")]
+    assert [(plan.pop("select"), plan.pop("candidates"), plan.pop("final_estimator")) for plan in plans] == [
+        ("query", "workload", "sweeps"), ("marginal", "workload", "sweeps"), ("alternate", "workload", "sweeps"),
+        ("marginal", "closure", "sweeps"), ("alternate", "closure", "sweeps"), ("alternate", "closure", "mirror")]
     assert all(plan == plans[0] for plan in plans)
     assert rows[1]["workload_max_error"] != rows[2]["workload_max_error"]
-    assert out.with_suffix(".md").read_text().count("| adult | 1 |") == 6
+    assert rows[5]["workload_max_error"] != rows[6]["workload_max_error"]
+    assert out.with_suffix(".md").read_text().count("| adult | 1 |") == 7
