@@ -17,7 +17,7 @@ import numpy as np
 
 from dq_engine.data.workload import Workload
 
-__all__ = ["MarginalIndex"]
+__all__ = ["MarginalIndex", "record_cells"]
 
 
 class MarginalIndex:
@@ -58,11 +58,7 @@ class MarginalIndex:
 
     def cells(self, m: int, codes: np.ndarray) -> np.ndarray:
         """Cell of marginal ``m`` that each record (value codes ``(r, m_attrs)``) falls in, shape ``(r,)``."""
-        attrs, strides = self.attributes[m], self.strides[m]
-        flat = codes[:, attrs[0]] * strides[0]  # int64 result (strides are int64) for any code dtype
-        for attribute, stride in zip(attrs[1:], strides[1:], strict=True):
-            flat += codes[:, attribute] * stride
-        return flat
+        return record_cells(codes, self.attributes[m], self.strides[m])
 
     def table(self, m: int, cells: np.ndarray, probabilities: np.ndarray | None) -> np.ndarray:
         """Contingency table of marginal ``m`` (fractions) from per-record cells and probabilities.
@@ -118,3 +114,11 @@ class MarginalIndex:
             order = np.argsort(self.query_cells[m], kind="stable")
             self._cell_to_query[m] = (self.query_cells[m][order], order)
         return self._cell_to_query[m]
+
+
+def record_cells(codes: np.ndarray, attributes: np.ndarray, strides: np.ndarray) -> np.ndarray:
+    """Cell of the marginal over ``attributes`` (C-order ``strides``) that each record ``(r, m)`` falls in."""
+    flat = codes[:, attributes[0]] * strides[0]  # int64 result (strides are int64) for any code dtype
+    for attribute, stride in zip(attributes[1:], strides[1:], strict=True):
+        flat += codes[:, attribute] * stride
+    return flat

@@ -91,6 +91,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -545,6 +546,7 @@ def mwem(
     seeds: np.ndarray | None = None,
     seed_weights: np.ndarray | None = None,
     public_n: int | None = None,
+    executor: Executor | None = None,
 ) -> SynthesisResult:
     """Run MWEM and return the final (or average) distribution as weighted records.
 
@@ -564,6 +566,9 @@ def mwem(
             public under replace-one neighbours). Under add/remove neighbours pass the plan's lower bound on ``n``
             (a noisy count's): selections then use sensitivity ``1/public_n >= 1/min(n, n')`` and measured counts
             are divided by it, so the private ``n`` is never used.
+        executor: With ``support="sampled"``, runs the shards of the particles' Metropolis-Hastings moves (e.g. a
+            Dask cluster's executor; :class:`~dq_engine.fit.particles.ParticleDistribution`); the same result as
+            without one.
 
     Raises:
         UniverseTooLargeError: With ``support="universe"``, if the universe has more than
@@ -594,7 +599,8 @@ def mwem(
         particles, priors, prior_estimates = sample_support(data, workload, config, rng, constraints=constraints)
         if seeds is not None and config.seed_fraction > 0:
             replace_with_seeds(particles, seeds, seed_weights, config.seed_fraction, rng)
-        distribution = ParticleDistribution(particles, priors, index, rng, constraints=constraints)
+        distribution = ParticleDistribution(particles, priors, index, rng, constraints=constraints,
+                                            executor=executor)
     true_answers = answer_workload(data, workload)
     n = data.n if public_n is None else int(public_n)
     starts = workload.marginal_starts

@@ -11,13 +11,23 @@ each move targets ``A`` restricted to the feasible records (its density times th
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
 import numpy as np
 
 from dq_engine.data.constraints import Constraints
-from dq_engine.data.marginal_tables import MarginalIndex
+from dq_engine.data.marginal_tables import MarginalIndex, record_cells
 from dq_engine.errors import InfeasibleConstraintsError
+from dq_engine.privacy.rng import spawn
 
-__all__ = ["ParticleDistribution"]
+__all__ = ["MOVE_SHARD_PARTICLES", "MoveShard", "ParticleDistribution", "move_shard"]
+
+MOVE_SHARD_PARTICLES = 50_000
+"""Particles per shard of a Metropolis-Hastings sweep: each shard moves with a generator of its own, so the moves
+are the same bytes whether the shards run here one after another or on the workers of a cluster (an executor).
+A public constant: the shards depend on the number of particles only, never on the data or the workers."""
 
 
 class ParticleDistribution:
@@ -38,6 +48,9 @@ class ParticleDistribution:
         index: The marginals' cell index.
         rng: Generator of the refreshes.
         constraints: Public rules the particles keep (every particle must be feasible), or None.
+        executor: Runs the shards of each Metropolis-Hastings sweep (:func:`move_shard`; e.g. a Dask cluster's
+            executor, whose ``map`` returns results in task order); None moves them here, one after another,
+            with the same result.
 
     Raises:
         InfeasibleConstraintsError: A particle breaks a rule of ``constraints``.
@@ -51,7 +64,9 @@ class ParticleDistribution:
         rng: np.random.Generator,
         *,
         constraints: Constraints | None = None,
+        executor: Executor | None = None,
     ) -> None:
+        self.executor = executor
         self.constraints = constraints if constraints is not None and len(constraints) else None
         if self.constraints is not None and not self.constraints.feasible(codes).all():
             raise InfeasibleConstraintsError("every particle must keep the constraints; draw or repair them first")
@@ -135,44 +150,32 @@ class ParticleDistribution:
         self._cells.clear()
 
     def _move(self, moves: int) -> None:
-        r = self.codes.shape[0]
+        """``moves`` Metropolis-Hastings sweeps of every particle, by shards of :data:`MOVE_SHARD_PARTICLES`."""
         measured = sorted(self.theta)
-        touching = {
-            a: [m for m in measured if a in set(self.index.attributes[m].tolist())] for a in range(self.codes.shape[1])
-        }
-        on_rule = np.zeros(self.codes.shape[1], dtype=bool)
-        if self.constraints is not None:
-            on_rule[self.constraints.attributes] = True
-        strides = {(m, a): int(self.index.strides[m][list(self.index.attributes[m]).index(a)])
-                   for a, marginals in touching.items() for m in marginals}
-        for _ in range(moves):
-            for a, marginals in touching.items():
-                if not marginals:
-                    continue
-                prior = self.priors[a]
-                proposal = self.rng.choice(len(prior), size=r, p=prior)
-                uniforms = self.rng.random(r)
-                old = self.codes[:, a].copy()
-                moved = proposal != old  # an unchanged particle is accepted and stays: nothing to compute
-                if on_rule[a]:  # a proposal that breaks a public rule is rejected: the target is A on feasible records
-                    self.codes[:, a] = np.where(moved, proposal, old)
-                    moved &= self.constraints.feasible(self.codes, attributes=np.array([a]))
-                    self.codes[:, a] = old
-                rows = np.flatnonzero(moved)
-                # a changed attribute moves the particle's cell of marginal m by (new - old) x the attribute's stride
-                shift = proposal[rows].astype(np.int64) - old[rows]
-                before = {m: self._cells_of(m)[rows] for m in marginals}
-                after = {m: before[m] + shift * strides[m, a] for m in marginals}
-                current = sum(self.theta[m][before[m]] for m in marginals)
-                proposed = sum(self.theta[m][after[m]] for m in marginals)
-                accept = np.log(uniforms[rows]) < proposed - current
-                chosen = rows[accept]
-                self.codes[chosen, a] = proposal[chosen]
-                for m in marginals:
-                    self._cells[m][chosen] = after[m][accept]
-        # the moves kept the measured marginals' cells; an unmeasured marginal's cached cells are now stale
-        for m in [m for m in self._cells if m not in self.theta]:
-            del self._cells[m]
+        if not measured or moves == 0:
+            return
+        r = self.codes.shape[0]
+        bounds = [(start, min(start + MOVE_SHARD_PARTICLES, r)) for start in range(0, r, MOVE_SHARD_PARTICLES)]
+        generators = spawn(self.rng, len(bounds))
+        local = self.executor is None  # here the shards take the cached cells and return them updated
+        tasks = [
+            MoveShard(
+                codes=self.codes[start:stop], theta={m: self.theta[m] for m in measured},
+                attributes={m: self.index.attributes[m] for m in measured},
+                strides={m: self.index.strides[m] for m in measured}, priors=self.priors,
+                constraints=self.constraints, rng=rng, moves=moves,
+                cells={m: self._cells_of(m)[start:stop] for m in measured} if local else None,
+            )
+            for (start, stop), rng in zip(bounds, generators, strict=True)
+        ]
+        runs: Iterable[tuple[np.ndarray, dict[int, np.ndarray] | None]] = (
+            map(move_shard, tasks) if local else self.executor.map(move_shard, tasks))
+        moved = list(runs)
+        self.codes = np.asfortranarray(np.concatenate([codes for codes, _ in moved]))
+        self._cells.clear()  # the moves kept the measured marginals' cells; an unmeasured marginal's are stale
+        if local:
+            for m in measured:
+                self._cells[m] = np.concatenate([cells[m] for _, cells in moved])
         # weights are unchanged by the moves: each MH kernel leaves the current A invariant, which is the
         # resample-move SMC step (Del Moral, Doucet & Jasra 2006, with the time-reversal backward kernel)
 
@@ -185,3 +188,81 @@ class ParticleDistribution:
         distinct, inverse = np.unique(self.codes, axis=0, return_inverse=True)
         weights = np.bincount(inverse.ravel(), weights=probabilities, minlength=len(distinct))
         return distinct.astype(np.int64), weights / weights.sum()
+
+
+# ---------------------------------------------------------------------- one shard's moves
+@dataclass(frozen=True, kw_only=True)
+class MoveShard:
+    """What one shard's Metropolis-Hastings sweeps need (all of it post-processing: no private data).
+
+    Attributes:
+        codes: The shard's particles ``(r_s, d)``.
+        theta: ``θ_m`` of every measured marginal.
+        attributes: The measured marginals' attributes.
+        strides: The measured marginals' cell strides.
+        priors: ``P0``'s factor of each attribute (the proposals).
+        constraints: Public rules a move must keep, or None.
+        rng: The shard's own generator.
+        moves: Sweeps over the attributes.
+        cells: The particles' cells of the measured marginals when the caller has them (else computed here).
+    """
+
+    codes: np.ndarray
+    theta: dict[int, np.ndarray]
+    attributes: dict[int, np.ndarray]
+    strides: dict[int, np.ndarray]
+    priors: list[np.ndarray]
+    constraints: Constraints | None
+    rng: np.random.Generator
+    moves: int
+    cells: dict[int, np.ndarray] | None = None
+
+
+def move_shard(task: MoveShard) -> tuple[np.ndarray, dict[int, np.ndarray] | None]:
+    """Move the shard's particles with ``task.moves`` Metropolis-Hastings sweeps.
+
+    Attribute ``a`` proposes a value from ``P0_a``, accepted with probability ``min(1, exp(Δθ))``
+    (:class:`ParticleDistribution`); a proposal that breaks a public rule is rejected.
+
+    Returns:
+        The moved particles, and their cells of the measured marginals when ``task.cells`` was given (else None).
+    """
+    codes = np.array(task.codes, order="F")  # a copy: the caller's particles stay as they were
+    r, d = codes.shape
+    rng, constraints = task.rng, task.constraints
+    measured = sorted(task.theta)
+    cells = ({m: task.cells[m].copy() for m in measured} if task.cells is not None else
+             {m: record_cells(codes, task.attributes[m], task.strides[m]) for m in measured})
+    touching = {a: [m for m in measured if a in set(task.attributes[m].tolist())] for a in range(d)}
+    on_rule = np.zeros(d, dtype=bool)
+    if constraints is not None:
+        on_rule[constraints.attributes] = True
+    strides = {(m, a): int(task.strides[m][list(task.attributes[m]).index(a)])
+               for a, marginals in touching.items() for m in marginals}
+    for _ in range(task.moves):
+        for a, marginals in touching.items():
+            if not marginals:
+                continue
+            prior = task.priors[a]
+            proposal = rng.choice(len(prior), size=r, p=prior)
+            uniforms = rng.random(r)
+            old = codes[:, a].copy()
+            moved = proposal != old  # an unchanged particle is accepted and stays: nothing to compute
+            if on_rule[a]:  # a proposal that breaks a public rule is rejected: the target is A on feasible records
+                codes[:, a] = np.where(moved, proposal, old)
+                moved &= constraints.feasible(codes, attributes=np.array([a]))
+                codes[:, a] = old
+            rows = np.flatnonzero(moved)
+            # a changed attribute moves the particle's cell of marginal m by (new - old) x the attribute's stride
+            shift = proposal[rows].astype(np.int64) - old[rows]
+            before = {m: cells[m][rows] for m in marginals}
+            after = {m: before[m] + shift * strides[m, a] for m in marginals}
+            current = sum(task.theta[m][before[m]] for m in marginals)
+            proposed = sum(task.theta[m][after[m]] for m in marginals)
+            accept = np.log(uniforms[rows]) < proposed - current
+            chosen = rows[accept]
+            codes[chosen, a] = proposal[chosen]
+            for m in marginals:
+                cells[m][chosen] = after[m][accept]
+    return codes, (cells if task.cells is not None else None)
+

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from concurrent.futures import Executor
 
 import numpy as np
 
@@ -99,6 +100,7 @@ def fit_table(
     constraints: Constraints | None = None,
     progress: Callable[[RoundDiagnostics], None] | None = None,
     public_n: int | None = None,
+    executor: Executor | None = None,
 ) -> SynthesisResult:
     """Fit the mechanism's records to noisy marginals of ``data`` (see the module docstring).
 
@@ -114,6 +116,7 @@ def fit_table(
         progress: Called after every fit round, numbered after the mechanism's rounds.
         public_n: The public ``n`` of the plan (a noisy count's lower bound under add/remove neighbours; default
             ``data.n``, public under replace-one), see :func:`dq_engine.fit.mwem.mwem`.
+        executor: Runs the shards of the particles' moves (see :func:`dq_engine.fit.mwem.mwem`); same result.
 
     Returns:
         The fitted distribution as weighted records, with the mechanism's and the fit's events and their
@@ -134,7 +137,7 @@ def fit_table(
 
     fitted = mwem(
         data, fit_workload(workload), config, grant=grant, rng=rng, progress=forward, constraints=constraints,
-        seeds=result.records,        seed_weights=result.weights, public_n=public_n,
+        seeds=result.records, seed_weights=result.weights, public_n=public_n, executor=executor,
     )
     events = [*result.events, *fitted.events]
     shifted = tuple(dataclasses.replace(d, round=offset + d.round) for d in fitted.diagnostics)

@@ -227,8 +227,10 @@ def run_fit(plan: ReleasePlan, inputs: RunInputs, result: Any) -> Any:
     if plan.fit is None:
         return result
     from dq_engine.fit.table_fit import fit_table
+    from dqrelease.runtime.cluster import executor_for
 
-    return fit_table(
-        inputs.data, inputs.workload, result, plan.fit, grant=inputs.grant, rng=inputs.rng,
-        constraints=inputs.constraints,        progress=inputs.progress, public_n=plan.n,
-    )
+    with executor_for(inputs.dask_address) as executor:  # the particles' move shards go to the workers
+        return fit_table(
+            inputs.data, inputs.workload, result, plan.fit, grant=inputs.grant, rng=inputs.rng,
+            constraints=inputs.constraints, progress=inputs.progress, public_n=plan.n, executor=executor,
+        )

@@ -125,19 +125,13 @@ def _plan(keys: FEMKeys | SepFEMKeys, inputs: PlanInputs) -> ReleasePlan:
 def _run(plan: ReleasePlan, inputs: RunInputs):
     from dq_engine.mechanisms.fem import fem
     from dq_engine.mechanisms.sepfem import sepfem
+    from dqrelease.runtime.cluster import executor_for
 
     game = fem if plan.mechanism == "fem" else sepfem
-    arguments = (inputs.data, inputs.workload, plan.engine_config)
-    if inputs.dask_address is None:
+    with executor_for(inputs.dask_address) as executor:
         return game(
-            *arguments, grant=inputs.grant, rng=inputs.rng, progress=inputs.progress, constraints=inputs.constraints
-        )
-    from dqrelease.runtime.cluster import dask_executor
-
-    with dask_executor(inputs.dask_address) as executor:
-        return game(
-            *arguments, grant=inputs.grant, rng=inputs.rng, progress=inputs.progress, executor=executor,
-            constraints=inputs.constraints,
+            inputs.data, inputs.workload, plan.engine_config, grant=inputs.grant, rng=inputs.rng,
+            progress=inputs.progress, executor=executor, constraints=inputs.constraints,
         )
 
 

@@ -113,11 +113,13 @@ def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
 
 def _run(plan: ReleasePlan, inputs: RunInputs):
     from dq_engine.fit.mwem import mwem
+    from dqrelease.runtime.cluster import executor_for
 
-    result = mwem(
-        inputs.data, inputs.workload, plan.engine_config, grant=inputs.grant, rng=inputs.rng,
-        progress=inputs.progress, constraints=inputs.constraints,
-    )
+    with executor_for(inputs.dask_address) as executor:  # the particles' move shards go to the workers
+        result = mwem(
+            inputs.data, inputs.workload, plan.engine_config, grant=inputs.grant, rng=inputs.rng,
+            progress=inputs.progress, constraints=inputs.constraints, executor=executor,
+        )
     return dataclasses.replace(result, mechanism=plan.mechanism)  # 'mwem-particles' is the engine's sampled support
 
 

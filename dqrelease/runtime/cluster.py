@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DASK_EXTRA", "INSECURE_FLAG", "PROGRESS_TOPIC", "SCHEDULER_TIMEOUT", "DaskAccess", "Scheduler", "TlsFiles",
-    "check_scheduler", "dask_executor", "dask_scheduler", "flow_client_kwargs", "forward_progress",
+    "check_scheduler", "dask_executor", "dask_scheduler", "executor_for", "flow_client_kwargs", "forward_progress",
     "local_worker_count",
 ]
 
@@ -331,7 +331,7 @@ def _inside_dask_worker() -> bool:
 
 @contextmanager
 def dask_executor(address: str) -> Iterator[Executor]:
-    """An executor on the Dask cluster for a task's inner parallel work (FEM's oracle calls of a round).
+    """An executor on the Dask cluster for a task's inner parallel work (FEM's oracle calls, the particles' moves).
 
     Inside a Dask worker (the mechanism task of a flow on a ``DaskTaskRunner``) the worker's own client is
     used, and the task secedes from the worker's thread pool while it waits: otherwise the calls it submits
@@ -344,6 +344,20 @@ def dask_executor(address: str) -> Iterator[Executor]:
 
     with worker_client() if _inside_dask_worker() else Client(address, **flow_client_kwargs()) as client:
         yield client.get_executor(pure=False)
+
+
+@contextmanager
+def executor_for(address: str | None) -> Iterator[Executor | None]:
+    """:func:`dask_executor` on ``address``, or None without a cluster.
+
+    Without one the engine's parallel parts (FEM's oracle calls, the particles' move shards) run in this process,
+    with the same result.
+    """
+    if address is None:
+        yield None
+        return
+    with dask_executor(address) as executor:
+        yield executor
 
 
 def flow_client_kwargs() -> dict[str, Any]:
