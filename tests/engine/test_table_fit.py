@@ -27,16 +27,23 @@ from tests.budgets import grant_for_tests, study_grant
 N = 6_000
 
 
+DEPENDENT_SIZES = {"a": 4, "b": 4, "c": 3, "d": 5, "e": 2}
+
+
+def dependent_columns(n: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """The columns of :data:`DEPENDENT_SIZES`: b copies a 90 % of the time, c is a function of a, d and e skewed."""
+    a = rng.choice(4, size=n, p=[0.55, 0.25, 0.15, 0.05])
+    b = np.where(rng.random(n) < 0.9, a, rng.integers(0, 4, size=n))
+    c = np.minimum(a, 2)
+    d = rng.choice(5, size=n, p=[0.4, 0.3, 0.15, 0.1, 0.05])
+    e = (rng.random(n) < 0.2).astype(np.int64)
+    return [a, b, c, d, e]
+
+
 @pytest.fixture(scope="module")
 def dependent_table() -> Dataset:
-    domain = Domain.categorical({"a": 4, "b": 4, "c": 3, "d": 5, "e": 2})
-    rng = make_rng(5)
-    a = rng.choice(4, size=N, p=[0.55, 0.25, 0.15, 0.05])
-    b = np.where(rng.random(N) < 0.9, a, rng.integers(0, 4, size=N))
-    c = np.minimum(a, 2)
-    d = rng.choice(5, size=N, p=[0.4, 0.3, 0.15, 0.1, 0.05])
-    e = (rng.random(N) < 0.2).astype(np.int64)
-    return Dataset.from_codes(domain, np.stack([a, b, c, d, e], axis=1))
+    columns = dependent_columns(N, make_rng(5))
+    return Dataset.from_codes(Domain.categorical(DEPENDENT_SIZES), np.stack(columns, axis=1))
 
 
 def _workload(domain: Domain):
