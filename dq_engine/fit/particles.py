@@ -11,7 +11,6 @@ each move targets ``A`` restricted to the feasible records (its density times th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -48,9 +47,8 @@ class ParticleDistribution:
         index: The marginals' cell index.
         rng: Generator of the refreshes.
         constraints: Public rules the particles keep (every particle must be feasible), or None.
-        executor: Runs the shards of each Metropolis-Hastings sweep (:func:`move_shard`; e.g. a Dask cluster's
-            executor, whose ``map`` returns results in task order); None moves them here, one after another,
-            with the same result.
+        executor: Runs the shards of each Metropolis-Hastings sweep (:func:`move_shard`, one ``submit`` each; e.g.
+            a Dask cluster's executor); None moves them here, one after another, with the same result.
 
     Raises:
         InfeasibleConstraintsError: A particle breaks a rule of ``constraints``.
@@ -158,9 +156,13 @@ class ParticleDistribution:
         bounds = [(start, min(start + MOVE_SHARD_PARTICLES, r)) for start in range(0, r, MOVE_SHARD_PARTICLES)]
         generators = spawn(self.rng, len(bounds))
         local = self.executor is None  # here the shards take the cached cells and return them updated
+        # to the workers the codes travel in the narrowest type that holds every value (a shard is then small)
+        largest = max(len(prior) for prior in self.priors)
+        dtype = self.codes.dtype if local else np.uint8 if largest <= 256 else np.uint16 if largest <= 65536 else None
         tasks = [
             MoveShard(
-                codes=self.codes[start:stop], theta={m: self.theta[m] for m in measured},
+                codes=self.codes[start:stop].astype(dtype or self.codes.dtype, copy=False),
+                theta={m: self.theta[m] for m in measured},
                 attributes={m: self.index.attributes[m] for m in measured},
                 strides={m: self.index.strides[m] for m in measured}, priors=self.priors,
                 constraints=self.constraints, rng=rng, moves=moves,
@@ -168,10 +170,12 @@ class ParticleDistribution:
             )
             for (start, stop), rng in zip(bounds, generators, strict=True)
         ]
-        runs: Iterable[tuple[np.ndarray, dict[int, np.ndarray] | None]] = (
-            map(move_shard, tasks) if local else self.executor.map(move_shard, tasks))
-        moved = list(runs)
-        self.codes = np.asfortranarray(np.concatenate([codes for codes, _ in moved]))
+        if local:
+            moved = [move_shard(task) for task in tasks]
+        else:  # one submission per shard: each travels alone (a map would send every shard in one graph)
+            futures = [self.executor.submit(move_shard, task) for task in tasks]
+            moved = [future.result() for future in futures]
+        self.codes = np.asfortranarray(np.concatenate([codes for codes, _ in moved]).astype(self.codes.dtype))
         self._cells.clear()  # the moves kept the measured marginals' cells; an unmeasured marginal's are stale
         if local:
             for m in measured:
