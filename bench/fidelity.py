@@ -435,7 +435,8 @@ def run_peer(name: str, setting: str, loaded: Loaded, reference: FidelityReferen
     return {
         "status": "ok", **published_figures(reference, codes, loaded.constraints), "seconds": timings["seconds"],
         "process_seconds": process_seconds, **common,
-        "parameters": json.dumps({"opendp": timings["opendp"], "rho_asked": timings["rho_asked"],
+        "parameters": json.dumps({"opendp": timings["opendp"], "packages": timings.get("packages"),
+                                  "rho_asked": timings["rho_asked"],
                                   "fit_seconds": timings["fit_seconds"], "sample_seconds": timings["sample_seconds"],
                                   "queries": len(queries) if name == "aim" else "own 2-way selection"}),
     }
@@ -829,21 +830,6 @@ def report(args: argparse.Namespace, meta: dict[str, Any] | None) -> dict[str, A
 
 
 # ---------------------------------------------------------------------- command line
-PEER_PACKAGES = ("opendp", "mbi", "jax", "jaxlib", "numpy", "pandas", "polars")
-"""The peers venv's packages whose versions every run records (MST's and AIM's figures depend on them)."""
-
-
-def peers_packages(python: Path) -> dict[str, str | None] | None:
-    """Versions of :data:`PEER_PACKAGES` in the peers venv, or None without it."""
-    if not python.exists():
-        return None
-    script = ("import importlib.metadata as m, json\n"
-              "def v(n):\n try: return m.version(n)\n except m.PackageNotFoundError: return None\n"
-              f"print(json.dumps({{n: v(n) for n in {list(PEER_PACKAGES)!r}}}))")
-    done = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=120, check=False)
-    return json.loads(done.stdout) if done.returncode == 0 else None
-
-
 def install_peers(python: Path) -> None:
     """Create the peers venv and install the ``peers`` extra into it."""
     venv = python.parent.parent
@@ -879,7 +865,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     if not args.report:
         meta = {"command": " ".join([".venv/bin/python", "bench/fidelity.py", *(argv or sys.argv[1:])]),
                 "smoke": args.smoke, "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                "machine": machine(), "git_commit": _git_commit(), "peers_packages": peers_packages(args.peers_python)}
+                "machine": machine(), "git_commit": _git_commit()}
         run(args, meta)
         meta["finished"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         meta["load_average_end"] = os.getloadavg()

@@ -52,6 +52,19 @@ def _patch_mst_budget_split() -> None:
     mst.prior = prior_with_margin
 
 
+def installed_versions(names: tuple[str, ...]) -> dict[str, str | None]:
+    """The installed version of each package (None when it is not installed): the peers' figures depend on them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str | None] = {}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
+
+
 def run(spec: dict) -> dict:
     """Fit the synthesizer on the codes and sample ``rows`` rows; returns the timings (codes written to ``out``)."""
     began = time.perf_counter()
@@ -103,6 +116,7 @@ def run(spec: dict) -> dict:
         "rho_asked": rho * (1.0 - BUDGET_MARGIN),
         "opendp": version("opendp"),
         "mbi": version("mbi"),
+        "packages": installed_versions(("opendp", "mbi", "jax", "jaxlib", "numpy", "pandas", "polars")),
         "null_rows": int((out < 0).any(axis=1).sum()),
     }
 
