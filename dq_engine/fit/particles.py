@@ -155,7 +155,7 @@ class ParticleDistribution:
         r = self.codes.shape[0]
         bounds = [(start, min(start + MOVE_SHARD_PARTICLES, r)) for start in range(0, r, MOVE_SHARD_PARTICLES)]
         generators = spawn(self.rng, len(bounds))
-        local = self.executor is None  # here the shards take the cached cells and return them updated
+        local = self.executor is None  # here each shard moves its slice of the particles and cached cells in place
         # to the workers the codes travel in the narrowest type that holds every value (a shard is then small)
         largest = max(len(prior) for prior in self.priors)
         dtype = self.codes.dtype if local else np.uint8 if largest <= 256 else np.uint16 if largest <= 65536 else None
@@ -170,16 +170,16 @@ class ParticleDistribution:
             )
             for (start, stop), rng in zip(bounds, generators, strict=True)
         ]
-        if local:
-            moved = [move_shard(task) for task in tasks]
+        if local:  # no copy: the particles' memory stays what the plan forecast
+            for task in tasks:
+                move_shard(task)
+            for m in [m for m in self._cells if m not in self.theta]:  # an unmeasured marginal's cells are stale
+                del self._cells[m]
         else:  # one submission per shard: each travels alone (a map would send every shard in one graph)
             futures = [self.executor.submit(move_shard, task) for task in tasks]
-            moved = [future.result() for future in futures]
-        self.codes = np.asfortranarray(np.concatenate([codes for codes, _ in moved]).astype(self.codes.dtype))
-        self._cells.clear()  # the moves kept the measured marginals' cells; an unmeasured marginal's are stale
-        if local:
-            for m in measured:
-                self._cells[m] = np.concatenate([cells[m] for _, cells in moved])
+            moved = [future.result()[0] for future in futures]
+            self.codes = np.asfortranarray(np.concatenate(moved).astype(self.codes.dtype))
+            self._cells.clear()  # recomputed from the moved particles when next needed
         # weights are unchanged by the moves: each MH kernel leaves the current A invariant, which is the
         # resample-move SMC step (Del Moral, Doucet & Jasra 2006, with the time-reversal backward kernel)
 
@@ -208,7 +208,8 @@ class MoveShard:
         constraints: Public rules a move must keep, or None.
         rng: The shard's own generator.
         moves: Sweeps over the attributes.
-        cells: The particles' cells of the measured marginals when the caller has them (else computed here).
+        cells: The particles' cells of the measured marginals when the caller has them: then ``codes`` and ``cells``
+            are the caller's arrays (views), moved in place. None: ``codes`` is copied and the cells computed here.
     """
 
     codes: np.ndarray
@@ -222,21 +223,22 @@ class MoveShard:
     cells: dict[int, np.ndarray] | None = None
 
 
-def move_shard(task: MoveShard) -> tuple[np.ndarray, dict[int, np.ndarray] | None]:
+def move_shard(task: MoveShard) -> tuple[np.ndarray, dict[int, np.ndarray]]:
     """Move the shard's particles with ``task.moves`` Metropolis-Hastings sweeps.
 
     Attribute ``a`` proposes a value from ``P0_a``, accepted with probability ``min(1, exp(Δθ))``
     (:class:`ParticleDistribution`); a proposal that breaks a public rule is rejected.
 
     Returns:
-        The moved particles, and their cells of the measured marginals when ``task.cells`` was given (else None).
+        The moved particles, and their cells of the measured marginals when ``task`` gave cells (its own arrays;
+        else empty).
     """
-    codes = np.array(task.codes, order="F")  # a copy: the caller's particles stay as they were
+    in_place = task.cells is not None
+    codes = task.codes if in_place else np.array(task.codes, order="F")
     r, d = codes.shape
     rng, constraints = task.rng, task.constraints
     measured = sorted(task.theta)
-    cells = ({m: task.cells[m].copy() for m in measured} if task.cells is not None else
-             {m: record_cells(codes, task.attributes[m], task.strides[m]) for m in measured})
+    cells = task.cells if in_place else {m: record_cells(codes, task.attributes[m], task.strides[m]) for m in measured}
     touching = {a: [m for m in measured if a in set(task.attributes[m].tolist())] for a in range(d)}
     on_rule = np.zeros(d, dtype=bool)
     if constraints is not None:
@@ -268,5 +270,5 @@ def move_shard(task: MoveShard) -> tuple[np.ndarray, dict[int, np.ndarray] | Non
             codes[chosen, a] = proposal[chosen]
             for m in marginals:
                 cells[m][chosen] = after[m][accept]
-    return codes, (cells if task.cells is not None else None)
+    return codes, (cells if in_place else {})  # a worker's cells stay there: the driver recomputes them
 
