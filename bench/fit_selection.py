@@ -55,6 +55,7 @@ RULES = {
     "marginal-closure": {"MWEM_PARTICLES_SELECT": "marginal", "MWEM_PARTICLES_CANDIDATES": "closure"},
     "alternate-closure": {"MWEM_PARTICLES_SELECT": "alternate", "MWEM_PARTICLES_CANDIDATES": "closure"},
     "estimator-mirror": {"MWEM_PARTICLES_FINAL_ESTIMATOR": "mirror"},
+    "mix-noise": {"MWEM_PARTICLES_PRIOR_MIX_RULE": "noise"},
 }
 """Variant: the constants of ``dq_engine.mechanisms.defaults`` it sets during its runs (the rest are the registry's)."""
 EPSILONS = (0.1, 1.0)

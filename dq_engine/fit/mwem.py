@@ -58,6 +58,11 @@ with :class:`~dq_engine.errors.UniverseTooLargeError`: that is where DualQuery, 
   spent on fitting noise, and a marginal of many cells must be that much further off to be chosen. Sensitivity
   ``2/n`` (replace-one moves two cells of a marginal by ``1/n`` each). ``select="alternate"`` uses that score in
   the odd rounds and the query of largest error in the even ones.
+* ``measure="selected"`` (with ``select="alternate"``) measures what the round selected: the whole marginal in
+  AIM's rounds, the one query in the rounds of the largest query (L1 and L2 sensitivity 1 count, as HLM). A
+  query's marginal can have hundreds of thousands of cells (age x capital-gain x hours-per-week on private-pgm's
+  Adult: 841,500), and measuring all of them to correct one puts a noise term on every cell, which the fit then
+  follows; AIM's score never chooses such a marginal for the same reason.
 * ``candidates="closure"`` lets the rounds select and measure every marginal inside a workload marginal too (the
   workload's *downward closure*, AIM's candidates: a 3-way marginal's pairs and single columns), when the workload
   is made of complete marginals and the closure has at most :data:`MAX_CLOSURE_MARGINALS`. A pair measured itself
@@ -106,6 +111,7 @@ from dq_engine.errors import AccountingError, ConfigError, UniverseTooLargeError
 from dq_engine.fit.particles import ParticleDistribution
 from dq_engine.fit.prior import (
     Measurement,
+    MixRule,
     NoiseKind,
     noise_variance,
     noisy_counts,
@@ -158,7 +164,9 @@ class MWEMConfig:
         measure_epsilon: Laplace ε of each measurement (``measure_noise="laplace"``; HLM: ``ε/2T``).
         measure_rho: Gaussian ρ of each measurement (``measure_noise="gaussian"``).
         measure_noise: ``"laplace"`` (pure ε, HLM) or ``"gaussian"`` (zCDP).
-        measure: ``"query"`` (HLM) or ``"marginal"`` (every workload cell of the selected query's marginal).
+        measure: ``"query"`` (HLM), ``"marginal"`` (every workload cell of the selected query's marginal) or
+            ``"selected"`` (what the round selected: the whole marginal when AIM's score chose it, the one query
+            when the round chose the query of largest error; module docstring).
         select: ``"query"`` (the query of largest error, HLM), ``"marginal"`` (the marginal of largest L1 error
             beyond its expected noise, as AIM; needs ``measure="marginal"``) or ``"alternate"`` (the marginal's
             score in odd rounds, the query's in even ones).
@@ -179,7 +187,10 @@ class MWEMConfig:
         support_size: Records drawn for ``support="sampled"``.
         support_budget: Budget of the prior's one-way marginals: pure ε (Laplace) or ρ (Gaussian), by
             ``measure_noise``; 0 = uniform prior, no cost.
-        support_mix: Weight of the uniform distribution in the prior's mixture, in (0, 1].
+        support_mix: Weight of the uniform distribution in the prior's mixture, in (0, 1] (the most, with
+            ``support_mix_rule="noise"``).
+        support_mix_rule: ``"fixed"`` (``support_mix`` for every attribute) or ``"noise"`` (less where the prior's
+            noise is small against a uniform cell; :func:`dq_engine.fit.prior.uniform_share`).
         support_moves: Metropolis-Hastings sweeps per round after a resampling check (0 = fixed particles).
         final_moves: With ``support="sampled"``, after the final sweeps: resample the particles to equal weights
             and move them with this many Metropolis-Hastings sweeps (post-processing), so the published rows are
@@ -198,7 +209,7 @@ class MWEMConfig:
     measure_epsilon: float = 0.0
     measure_rho: float = 0.0
     measure_noise: NoiseKind = "laplace"
-    measure: Literal["query", "marginal"] = "query"
+    measure: Literal["query", "marginal", "selected"] = "query"
     select: Literal["query", "marginal", "alternate"] = "query"
     candidates: Literal["workload", "closure"] = "workload"
     learning_rate: float = 0.5
@@ -212,6 +223,7 @@ class MWEMConfig:
     support_size: int = 200_000
     support_budget: float = 0.0
     support_mix: float = 0.5
+    support_mix_rule: MixRule = "fixed"
     support_moves: int = 0
     final_moves: int = 0
     seed_fraction: float = 0.0
@@ -231,15 +243,15 @@ class MWEMConfig:
             raise ConfigError("Laplace measurements need measure_epsilon > 0 and measure_rho = 0")
         if self.measure_noise == "gaussian" and not (self.measure_rho > 0 and self.measure_epsilon == 0):
             raise ConfigError("Gaussian measurements need measure_rho > 0 and measure_epsilon = 0")
-        if self.measure not in ("query", "marginal"):
-            raise ConfigError(f"measure ({self.measure!r}) must be 'query' or 'marginal'")
+        if self.measure not in ("query", "marginal", "selected"):
+            raise ConfigError(f"measure ({self.measure!r}) must be 'query', 'marginal' or 'selected'")
         if self.select not in ("query", "marginal", "alternate"):
             raise ConfigError(f"select ({self.select!r}) must be 'query', 'marginal' or 'alternate'")
         if self.candidates not in ("workload", "closure"):
             raise ConfigError(f"candidates ({self.candidates!r}) must be 'workload' or 'closure'")
-        if self.candidates == "closure" and self.measure != "marginal":
+        if self.candidates == "closure" and self.measure == "query":
             raise ConfigError("candidates='closure' measures whole marginals: set measure='marginal'")
-        if self.select != "query" and self.measure != "marginal":
+        if self.select != "query" and self.measure == "query":
             raise ConfigError(f"select={self.select!r} measures the selected marginal: set measure='marginal'")
         if not self.learning_rate > 0:
             raise ConfigError(f"learning_rate ({self.learning_rate}) must be > 0")
@@ -278,6 +290,8 @@ class MWEMConfig:
             raise ConfigError("seed_fraction and replay_prior need support='sampled'")
         if not 0 < self.support_mix <= 1:
             raise ConfigError(f"support_mix ({self.support_mix}) must be in (0, 1]")
+        if self.support_mix_rule not in ("fixed", "noise"):
+            raise ConfigError(f"support_mix_rule ({self.support_mix_rule!r}) must be 'fixed' or 'noise'")
         if not 1 <= self.max_universe_log2 <= 30:
             raise ConfigError(f"max_universe_log2 ({self.max_universe_log2}) must be in [1, 30]")
         if not 0 < self.delta < 1:
@@ -623,13 +637,14 @@ def mwem(
     estimates = _answers(distribution, index)
     for t in range(1, config.rounds + 1):
         began = time.perf_counter()
-        if expected_noise is not None and (config.select == "marginal" or t % 2 == 1):
-            error = np.add.reduceat(np.abs(true_answers - estimates), starts[:-1])
-            m = select_by_score(error - expected_noise, epsilon=config.select_epsilon, sensitivity=2.0 / n, rng=rng)
-        else:
+        chose_query = expected_noise is None or (config.select == "alternate" and t % 2 == 0)
+        if chose_query:
             chosen, _ = select_signed_query(true_answers, estimates, epsilon=config.select_epsilon, n=n, rng=rng)
             m = int(workload.query_marginal[chosen])
-        if config.measure == "query":
+        else:
+            error = np.add.reduceat(np.abs(true_answers - estimates), starts[:-1])
+            m = select_by_score(error - expected_noise, epsilon=config.select_epsilon, sensitivity=2.0 / n, rng=rng)
+        if config.measure == "query" or (config.measure == "selected" and chose_query):
             positions = np.array([chosen])
             l1 = l2 = 1.0
         else:
@@ -697,6 +712,7 @@ def mwem(
             "support_size": config.support_size if config.support == "sampled" else None,
             "support_budget": config.support_budget,
             "support_mix": config.support_mix,
+            "support_mix_rule": config.support_mix_rule,
             "support_moves": config.support_moves,
             "final_moves": config.final_moves,
             "seed_fraction": config.seed_fraction,

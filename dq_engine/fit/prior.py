@@ -26,6 +26,7 @@ from dq_engine.privacy.noise import discrete_gaussian, discrete_laplace
 __all__ = [
     "SUPPORT_REJECTION_TRIES",
     "Measurement",
+    "MixRule",
     "NoiseKind",
     "PriorSettings",
     "feasible_particles",
@@ -39,6 +40,7 @@ __all__ = [
     "replace_with_seeds",
     "sample_support",
     "simplex_projection",
+    "uniform_share",
 ]
 
 NoiseKind = Literal["laplace", "gaussian"]
@@ -51,6 +53,7 @@ class PriorSettings(Protocol):
     support_size: int
     support_budget: float
     support_mix: float
+    support_mix_rule: MixRule
 
 
 # ---------------------------------------------------------------------- noisy counts
@@ -103,8 +106,9 @@ def sample_support(
     Returns the particles, ``P0``'s factors and the noisy one-way marginals (normalised) that the prior mixes in,
     by attribute (empty without a prior budget).
 
-    Attributes in some workload marginal are drawn from ``support_mix · uniform + (1 - support_mix) ·``
-    their noisy one-way marginal (measured once, all together, with exact noise on the counts: L1 sensitivity
+    Attributes in some workload marginal are drawn from ``λ · uniform + (1 - λ) ·`` their noisy one-way marginal,
+    ``λ`` by :func:`uniform_share` (``support_mix`` for every attribute, or less where the noise is small). The
+    noisy one-way marginals are (measured once, all together, with exact noise on the counts: L1 sensitivity
     ``2k``, L2 ``√(2k)`` counts for ``k`` attributes under replace-one, ``k`` and ``√k`` under add/remove,
     ``data.neighbouring``), divided by one estimate of ``n`` (the columns' noisy totals averaged, weighted by the
     inverse of their variance) and projected onto the probability simplex (:func:`simplex_projection`;
@@ -126,11 +130,14 @@ def sample_support(
     priors = [np.full(int(size), 1.0 / size) for size in domain.sizes]
     estimates: dict[int, np.ndarray] = {}
     if config.support_budget > 0:
-        estimates = projected_one_way_marginals(
-            data, [int(a) for a in used], kind=config.measure_noise, budget=config.support_budget, rng=rng
-        )
+        attributes = [int(a) for a in used]
+        estimates, total = _one_way_estimates(data, attributes, kind=config.measure_noise,
+                                              budget=config.support_budget, rng=rng)
+        l1, l2 = prior_sensitivities(data, len(attributes))
+        sigma = noise_scale(config.measure_noise, l1=l1, l2=l2, budget=config.support_budget) / max(total, 1.0)
         for a, estimate in estimates.items():
-            priors[a] = config.support_mix * priors[a] + (1 - config.support_mix) * estimate
+            mix = uniform_share(len(estimate), sigma, cap=config.support_mix, rule=config.support_mix_rule)
+            priors[a] = mix * priors[a] + (1 - mix) * estimate
     columns = [rng.choice(len(prior), size=config.support_size, p=prior) for prior in priors]
     particles = np.stack(columns, axis=1).astype(np.int64)
     if constraints is not None and len(constraints):
@@ -148,8 +155,15 @@ def projected_one_way_marginals(
     onto the probability simplex (:func:`simplex_projection`). An attribute whose estimate cannot be formed (every
     noisy total at most 0) gets the uniform vector. One privacy event of ``budget`` (ε or ρ by ``kind``).
     """
+    return _one_way_estimates(data, attributes, kind=kind, budget=budget, rng=rng)[0]
+
+
+def _one_way_estimates(
+    data: Dataset, attributes: list[int], *, kind: NoiseKind, budget: float, rng: np.random.Generator
+) -> tuple[dict[int, np.ndarray], float]:
+    """:func:`projected_one_way_marginals` and the estimate of ``n`` they were divided by (0 without attributes)."""
     if not attributes:
-        return {}
+        return {}, 0.0
     counts = data.one_way_counts()
     l1, l2 = prior_sensitivities(data, len(attributes))
     noisy = noisy_counts(
@@ -164,7 +178,27 @@ def projected_one_way_marginals(
     return {
         int(a): simplex_projection(block / total) if total > 0 else np.full(len(block), 1.0 / len(block))
         for a, block in zip(attributes, blocks, strict=True)
-    }
+    }, total
+
+
+MixRule = Literal["fixed", "noise"]
+
+
+def uniform_share(values: int, sigma: float, *, cap: float, rule: MixRule) -> float:
+    """Weight of the uniform distribution in the prior factor of an attribute with ``values`` values.
+
+    ``"fixed"``: ``cap`` for every attribute. ``"noise"``: ``min(cap, (σ · values)²)``, where ``σ`` is the standard
+    deviation of the noise on one cell of the noisy one-way marginal, as a fraction of ``n``. ``σ · values`` is
+    that noise against the mass of a uniform cell, ``1 / values``: where it is small the noisy marginal knows every
+    value's share and uniform mass only puts particles, and later published rows, where the data has none (pairs
+    of many-valued columns then look dependent in the published table); where it is near 1 the projection zeroes
+    values that hold rows and the uniform mass keeps them reachable (docs/decisions.md, "The prior mixes in
+    uniform mass by the noise"). Public: ``σ`` comes from the budget, the sensitivities and the noisy estimate of
+    ``n``.
+    """
+    if rule == "fixed":
+        return cap
+    return min(cap, (sigma * values) ** 2)
 
 
 def simplex_projection(vector: np.ndarray) -> np.ndarray:

@@ -49,6 +49,9 @@ __all__ = [
     "MWEM_PARTICLES_FINAL_MIN_SWEEPS",
     "MWEM_PARTICLES_FINAL_SWEEPS",
     "MWEM_PARTICLES_FINAL_TOLERANCE",
+    "MWEM_PARTICLES_MEASURE",
+    "MWEM_PARTICLES_PRIOR_MIX",
+    "MWEM_PARTICLES_PRIOR_MIX_RULE",
     "MWEM_PARTICLES_PRIOR_SHARE",
     "MWEM_PARTICLES_ROUNDS_CAP",
     "MWEM_PARTICLES_SELECT",
@@ -82,6 +85,13 @@ MWEM_PARTICLES_ROUNDS_CAP = 40
 """Largest T of MWEM on particles (what the history replays allow in about a minute on 2 cores)."""
 MWEM_PARTICLES_PRIOR_SHARE = 0.2
 """Share of ρ for the prior's noisy one-way marginals of MWEM on particles."""
+MWEM_PARTICLES_PRIOR_MIX = 0.2
+"""Weight of the uniform distribution in the prior of MWEM on particles (``support_mix``): the rest is the prior's
+noisy one-way marginals, projected onto the simplex."""
+MWEM_PARTICLES_PRIOR_MIX_RULE = "fixed"
+"""How much uniform mass each attribute's prior factor gets (``support_mix_rule``): :data:`MWEM_PARTICLES_PRIOR_MIX`
+for every attribute (``"fixed"``), or at most that, less where the prior's noise is small against a uniform cell
+(``"noise"``, :func:`dq_engine.fit.prior.uniform_share`)."""
 MWEM_PARTICLES_SELECT = "alternate"
 """What a round of MWEM on particles (and of the table fit) selects (:class:`dq_engine.fit.mwem.MWEMConfig`,
 ``select``): the query of largest error (``"query"``), the marginal of largest L1 error beyond its expected noise
@@ -89,6 +99,10 @@ MWEM_PARTICLES_SELECT = "alternate"
 Measured (``bench/fit_selection.py``, docs/benchmarks.md, "What the fit's rounds select"): AIM's score alone wins
 pairs at ε = 0.1 and loses the workload's worst cells at ε = 1 on Adult; in turn, the two keep the workload max
 of the query rule and most of the score's gain on pairs."""
+MWEM_PARTICLES_MEASURE = "marginal"
+"""What a round of MWEM on particles (and of the table fit) measures (:class:`dq_engine.fit.mwem.MWEMConfig`,
+``measure``): the selected marginal's every cell (``"marginal"``), or what the round selected (``"selected"``: the
+marginal in AIM's rounds, the one query in the rounds of the largest query)."""
 MWEM_PARTICLES_CANDIDATES = "closure"
 """Which marginals a round of MWEM on particles (and of the table fit) may select
 (:class:`dq_engine.fit.mwem.MWEMConfig`, ``candidates``): the workload's (``"workload"``) or also every marginal
@@ -249,7 +263,7 @@ def mwem_particles_config(
     mode: AccountingMode = "tight",
     rounds: int | None = None,
     support_size: int | None = None,
-    support_share: float = MWEM_PARTICLES_PRIOR_SHARE,
+    support_share: float | None = None,
     replay_prior: bool = True,
     seed_fraction: float = 0.0,
     track_error: bool = True,
@@ -271,16 +285,17 @@ def mwem_particles_config(
     rounds = mwem_particle_rounds(public) if rounds is None else rounds
     budget = calibrate_mwem(
         epsilon=public.epsilon, delta=public.delta, rounds=rounds, mode=mode, measure_noise="gaussian",
-        select_share=0.3, support_share=support_share,
+        select_share=0.3, support_share=MWEM_PARTICLES_PRIOR_SHARE if support_share is None else support_share,
     )
     return MWEMConfig(
-        rounds=rounds, measure_noise="gaussian", measure="marginal",
+        rounds=rounds, measure_noise="gaussian", measure=MWEM_PARTICLES_MEASURE,
         select=MWEM_PARTICLES_SELECT if select is None else select,
         candidates=MWEM_PARTICLES_CANDIDATES if candidates is None else candidates, learning_rate=2.0, replay_sweeps=1,
         final_sweeps=MWEM_PARTICLES_FINAL_SWEEPS,
         final_min_sweeps=MWEM_PARTICLES_FINAL_MIN_SWEEPS, final_tolerance=MWEM_PARTICLES_FINAL_TOLERANCE,
         final_estimator=MWEM_PARTICLES_FINAL_ESTIMATOR, support="sampled",
-        support_size=MWEM_PARTICLES_SUPPORT_SIZE if support_size is None else support_size, support_mix=0.2,
+        support_size=MWEM_PARTICLES_SUPPORT_SIZE if support_size is None else support_size,
+        support_mix=MWEM_PARTICLES_PRIOR_MIX, support_mix_rule=MWEM_PARTICLES_PRIOR_MIX_RULE,
         support_moves=1, final_moves=MWEM_PARTICLES_FINAL_MOVES, seed_fraction=seed_fraction,
         replay_prior=replay_prior, delta=public.delta,
         track_error=track_error, **budget,

@@ -166,7 +166,7 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
         "share": share, "seed_fraction": fit.seed_fraction, "particles": fit.support_size,
         "rounds": fit.rounds, "select": fit.select, "candidates": fit.candidates,
         "final_estimator": fit.final_estimator, "select_epsilon": fit.select_epsilon, "measure_rho": fit.measure_rho,
-        "prior_rho": fit.support_budget,
+        "prior_rho": fit.support_budget, "prior_mix": fit.support_mix, "prior_mix_rule": fit.support_mix_rule,
     }}
     return dataclasses.replace(
         best, parameters=parameters, events=events, costs=costs,

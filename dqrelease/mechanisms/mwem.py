@@ -89,7 +89,7 @@ def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
         for key in ("rounds", "select_epsilon", "measure_rho", "measure_noise", "measure", "learning_rate",
                     "replay_sweeps", "final_sweeps", "final_min_sweeps",
                     "final_tolerance", "output", "support", "support_size",
-                    "support_budget", "support_mix", "support_moves", "select", "candidates",
+                    "support_budget", "support_mix", "support_mix_rule", "support_moves", "select", "candidates",
                     "final_estimator", "delta")
     }
     notes = []
