@@ -58,11 +58,6 @@ with :class:`~dq_engine.errors.UniverseTooLargeError`: that is where DualQuery, 
   spent on fitting noise, and a marginal of many cells must be that much further off to be chosen. Sensitivity
   ``2/n`` (replace-one moves two cells of a marginal by ``1/n`` each). ``select="alternate"`` uses that score in
   the odd rounds and the query of largest error in the even ones.
-* ``measure="selected"`` (with ``select="alternate"``) measures what the round selected: the whole marginal in
-  AIM's rounds, the one query in the rounds of the largest query (L1 and L2 sensitivity 1 count, as HLM). A
-  query's marginal can have hundreds of thousands of cells (age x capital-gain x hours-per-week on private-pgm's
-  Adult: 841,500), and measuring all of them to correct one puts a noise term on every cell, which the fit then
-  follows; AIM's score never chooses such a marginal for the same reason.
 * ``candidates="closure"`` lets the rounds select and measure every marginal inside a workload marginal too (the
   workload's *downward closure*, AIM's candidates: a 3-way marginal's pairs and single columns), when the workload
   is made of complete marginals and the closure has at most :data:`MAX_CLOSURE_MARGINALS`. A pair measured itself
@@ -164,9 +159,7 @@ class MWEMConfig:
         measure_epsilon: Laplace ε of each measurement (``measure_noise="laplace"``; HLM: ``ε/2T``).
         measure_rho: Gaussian ρ of each measurement (``measure_noise="gaussian"``).
         measure_noise: ``"laplace"`` (pure ε, HLM) or ``"gaussian"`` (zCDP).
-        measure: ``"query"`` (HLM), ``"marginal"`` (every workload cell of the selected query's marginal) or
-            ``"selected"`` (what the round selected: the whole marginal when AIM's score chose it, the one query
-            when the round chose the query of largest error; module docstring).
+        measure: ``"query"`` (HLM) or ``"marginal"`` (every workload cell of the selected query's marginal).
         select: ``"query"`` (the query of largest error, HLM), ``"marginal"`` (the marginal of largest L1 error
             beyond its expected noise, as AIM; needs ``measure="marginal"``) or ``"alternate"`` (the marginal's
             score in odd rounds, the query's in even ones).
@@ -209,7 +202,7 @@ class MWEMConfig:
     measure_epsilon: float = 0.0
     measure_rho: float = 0.0
     measure_noise: NoiseKind = "laplace"
-    measure: Literal["query", "marginal", "selected"] = "query"
+    measure: Literal["query", "marginal"] = "query"
     select: Literal["query", "marginal", "alternate"] = "query"
     candidates: Literal["workload", "closure"] = "workload"
     learning_rate: float = 0.5
@@ -243,15 +236,15 @@ class MWEMConfig:
             raise ConfigError("Laplace measurements need measure_epsilon > 0 and measure_rho = 0")
         if self.measure_noise == "gaussian" and not (self.measure_rho > 0 and self.measure_epsilon == 0):
             raise ConfigError("Gaussian measurements need measure_rho > 0 and measure_epsilon = 0")
-        if self.measure not in ("query", "marginal", "selected"):
-            raise ConfigError(f"measure ({self.measure!r}) must be 'query', 'marginal' or 'selected'")
+        if self.measure not in ("query", "marginal"):
+            raise ConfigError(f"measure ({self.measure!r}) must be 'query' or 'marginal'")
         if self.select not in ("query", "marginal", "alternate"):
             raise ConfigError(f"select ({self.select!r}) must be 'query', 'marginal' or 'alternate'")
         if self.candidates not in ("workload", "closure"):
             raise ConfigError(f"candidates ({self.candidates!r}) must be 'workload' or 'closure'")
-        if self.candidates == "closure" and self.measure == "query":
+        if self.candidates == "closure" and self.measure != "marginal":
             raise ConfigError("candidates='closure' measures whole marginals: set measure='marginal'")
-        if self.select != "query" and self.measure == "query":
+        if self.select != "query" and self.measure != "marginal":
             raise ConfigError(f"select={self.select!r} measures the selected marginal: set measure='marginal'")
         if not self.learning_rate > 0:
             raise ConfigError(f"learning_rate ({self.learning_rate}) must be > 0")
@@ -644,7 +637,7 @@ def mwem(
         else:
             error = np.add.reduceat(np.abs(true_answers - estimates), starts[:-1])
             m = select_by_score(error - expected_noise, epsilon=config.select_epsilon, sensitivity=2.0 / n, rng=rng)
-        if config.measure == "query" or (config.measure == "selected" and chose_query):
+        if config.measure == "query":
             positions = np.array([chosen])
             l1 = l2 = 1.0
         else:

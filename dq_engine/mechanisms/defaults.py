@@ -49,7 +49,6 @@ __all__ = [
     "MWEM_PARTICLES_FINAL_MIN_SWEEPS",
     "MWEM_PARTICLES_FINAL_SWEEPS",
     "MWEM_PARTICLES_FINAL_TOLERANCE",
-    "MWEM_PARTICLES_MEASURE",
     "MWEM_PARTICLES_PRIOR_MIX",
     "MWEM_PARTICLES_PRIOR_MIX_RULE",
     "MWEM_PARTICLES_PRIOR_SHARE",
@@ -99,10 +98,6 @@ MWEM_PARTICLES_SELECT = "alternate"
 Measured (``bench/fit_selection.py``, docs/benchmarks.md, "What the fit's rounds select"): AIM's score alone wins
 pairs at ε = 0.1 and loses the workload's worst cells at ε = 1 on Adult; in turn, the two keep the workload max
 of the query rule and most of the score's gain on pairs."""
-MWEM_PARTICLES_MEASURE = "marginal"
-"""What a round of MWEM on particles (and of the table fit) measures (:class:`dq_engine.fit.mwem.MWEMConfig`,
-``measure``): the selected marginal's every cell (``"marginal"``), or what the round selected (``"selected"``: the
-marginal in AIM's rounds, the one query in the rounds of the largest query)."""
 MWEM_PARTICLES_CANDIDATES = "closure"
 """Which marginals a round of MWEM on particles (and of the table fit) may select
 (:class:`dq_engine.fit.mwem.MWEMConfig`, ``candidates``): the workload's (``"workload"``) or also every marginal
@@ -288,7 +283,7 @@ def mwem_particles_config(
         select_share=0.3, support_share=MWEM_PARTICLES_PRIOR_SHARE if support_share is None else support_share,
     )
     return MWEMConfig(
-        rounds=rounds, measure_noise="gaussian", measure=MWEM_PARTICLES_MEASURE,
+        rounds=rounds, measure_noise="gaussian", measure="marginal",
         select=MWEM_PARTICLES_SELECT if select is None else select,
         candidates=MWEM_PARTICLES_CANDIDATES if candidates is None else candidates, learning_rate=2.0, replay_sweeps=1,
         final_sweeps=MWEM_PARTICLES_FINAL_SWEEPS,
