@@ -18,6 +18,11 @@ and, after its last round, fits the whole history either by cyclic MW sweeps (th
 Private-PGM's estimation problem, McKenna, Sheldon & Miklau 2019, over the particles), with the registry's rule
 otherwise; its reference is ``alternate-closure``, the same configuration with the sweeps.
 
+Its prior's uniform mass (:func:`dq_engine.fit.prior.uniform_share`): ``mix-noise`` (the registry's rule since
+2026-11-28, ``min(0.2, (σ · values)²)`` per attribute) and ``mix-fixed`` (20 % for every attribute, the rule
+before). Rows of ``alternate-closure`` written before that day (``fit_mix.jsonl``, commit e5c9f1a) are
+``mix-fixed``'s; after it, ``mix-noise``'s.
+
 All run on the same data, workload, (ε, δ) and seeds, with a DP table of independent columns at the same ε as the
 reference of "pairs worse than independent columns by more than 0.02" (same seed). The rule is switched for the
 run through the constants of ``dq_engine.mechanisms.defaults`` that :data:`RULES` names (every other key is the
@@ -56,6 +61,7 @@ RULES = {
     "alternate-closure": {"MWEM_PARTICLES_SELECT": "alternate", "MWEM_PARTICLES_CANDIDATES": "closure"},
     "estimator-mirror": {"MWEM_PARTICLES_FINAL_ESTIMATOR": "mirror"},
     "mix-noise": {"MWEM_PARTICLES_PRIOR_MIX_RULE": "noise"},
+    "mix-fixed": {"MWEM_PARTICLES_PRIOR_MIX_RULE": "fixed"},
 }
 """Variant: the constants of ``dq_engine.mechanisms.defaults`` it sets during its runs (the rest are the registry's)."""
 EPSILONS = (0.1, 1.0)
