@@ -22,15 +22,22 @@ def test_smoke_run_writes_one_line_per_run_with_the_rule_it_ran(tmp_path):
     assert [(row["mechanism"], row["variant"]) for row in rows] == [
         ("independent", "registry"), ("mwem-particles", "select-query"), ("mwem-particles", "select-marginal"),
         ("mwem-particles", "select-alternate"), ("mwem-particles", "marginal-closure"),
-        ("mwem-particles", "alternate-closure"), ("mwem-particles", "estimator-mirror")]
+        ("mwem-particles", "alternate-closure"), ("mwem-particles", "estimator-mirror"),
+        ("mwem-particles", "mix-noise"), ("mwem-particles", "mix-fixed")]
     assert all(row["status"] == "ok" for row in rows)
-    # the same plan (budget and rounds) under every rule: only what a round selects, and among what, and the
-    # estimator after the rounds differ
+    # the same plan (budget and rounds) under every rule: only what a round selects, and among what, the
+    # estimator after the rounds and the prior's uniform share differ
     plans = [json.loads(row["parameters"]) for row in rows[1:]]
-    assert [(plan.pop("select"), plan.pop("candidates"), plan.pop("final_estimator")) for plan in plans] == [
-        ("query", "workload", "sweeps"), ("marginal", "workload", "sweeps"), ("alternate", "workload", "sweeps"),
-        ("marginal", "closure", "sweeps"), ("alternate", "closure", "sweeps"), ("alternate", "closure", "mirror")]
+    rules = [(plan.pop("select"), plan.pop("candidates"), plan.pop("final_estimator"), plan.pop("support_mix_rule"))
+             for plan in plans]
+    assert rules == [
+        ("query", "workload", "sweeps", "noise"), ("marginal", "workload", "sweeps", "noise"),
+        ("alternate", "workload", "sweeps", "noise"), ("marginal", "closure", "sweeps", "noise"),
+        ("alternate", "closure", "sweeps", "noise"), ("alternate", "closure", "mirror", "noise"),
+        ("alternate", "closure", "sweeps", "noise"), ("alternate", "closure", "sweeps", "fixed")]
     assert all(plan == plans[0] for plan in plans)
     assert rows[1]["workload_max_error"] != rows[2]["workload_max_error"]
     assert rows[5]["workload_max_error"] != rows[6]["workload_max_error"]
-    assert out.with_suffix(".md").read_text().count("| adult | 1 |") == 7
+    assert rows[7]["mean_two_way_tvd"] == rows[5]["mean_two_way_tvd"]  # mix-noise is the registry's rule
+    assert rows[8]["mean_two_way_tvd"] != rows[7]["mean_two_way_tvd"]
+    assert out.with_suffix(".md").read_text().count("| adult | 1 |") == 9
