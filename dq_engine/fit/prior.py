@@ -108,7 +108,7 @@ def sample_support(
 
     Attributes in some workload marginal are drawn from ``λ · uniform + (1 - λ) ·`` their noisy one-way marginal,
     ``λ`` by :func:`uniform_share` (``support_mix`` for every attribute, or less where the noise is small). The
-    noisy one-way marginals are (measured once, all together, with exact noise on the counts: L1 sensitivity
+    noisy one-way marginals are measured once, all together, with exact noise on the counts (L1 sensitivity
     ``2k``, L2 ``√(2k)`` counts for ``k`` attributes under replace-one, ``k`` and ``√k`` under add/remove,
     ``data.neighbouring``), divided by one estimate of ``n`` (the columns' noisy totals averaged, weighted by the
     inverse of their variance) and projected onto the probability simplex (:func:`simplex_projection`;
