@@ -413,8 +413,8 @@ def _budget_config(rounds: int, measure_noise: NoiseKind, values: dict[str, floa
 def _answers(distribution: UniverseDistribution | ParticleDistribution, index: MarginalIndex) -> np.ndarray:
     out = np.empty(len(index.workload))
     starts = index.workload.marginal_starts
-    for m, table in enumerate(distribution.tables()):
-        out[starts[m] : starts[m + 1]] = table[index.query_cells[m]]
+    for m in range(index.n_marginals):
+        out[starts[m] : starts[m + 1]] = distribution.table(m)[index.query_cells[m]]
     return out
 
 

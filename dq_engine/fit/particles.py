@@ -18,22 +18,15 @@ import numpy as np
 
 from dq_engine.data.constraints import Constraints
 from dq_engine.data.marginal_tables import MarginalIndex, record_cells
-from dq_engine.data.rows import unique_rows
 from dq_engine.errors import InfeasibleConstraintsError
 from dq_engine.privacy.rng import spawn
 
-__all__ = ["DISTINCT_VIEW_SHARE", "MOVE_SHARD_PARTICLES", "MoveShard", "ParticleDistribution", "move_shard"]
+__all__ = ["MOVE_SHARD_PARTICLES", "MoveShard", "ParticleDistribution", "move_shard"]
 
 MOVE_SHARD_PARTICLES = 50_000
 """Particles per shard of a Metropolis-Hastings sweep: each shard moves with a generator of its own, so the moves
 are the same bytes whether the shards run here one after another or on the workers of a cluster (an executor).
 A public constant: the shards depend on the number of particles only, never on the data or the workers."""
-
-DISTINCT_VIEW_SHARE = 0.75
-""":meth:`ParticleDistribution.tables` counts the distinct particles, weighted by their particles' total weight,
-when they are at most this share of the particles (after resampling and moves many particles are copies of
-others: on KDD Cup 99 the fit's 200,000 particles fall to about 60,000 distinct ones); above it, every particle.
-The tables are the same sums in another order (docs/decisions.md, "The fit's tables count distinct particles")."""
 
 
 class ParticleDistribution:
@@ -82,7 +75,6 @@ class ParticleDistribution:
         self.p = np.full(codes.shape[0], 1.0 / codes.shape[0])
         self.theta: dict[int, np.ndarray] = {}
         self._cells: dict[int, np.ndarray] = {}
-        self._view: _DistinctView | None = None  # of the current codes; None: not built since they last changed
 
     def _cells_of(self, m: int) -> np.ndarray:
         if m not in self._cells:
@@ -93,30 +85,6 @@ class ParticleDistribution:
         """Marginal ``m`` of the weighted particles (cell probabilities, C order), under ``weights`` if given."""
         weights = self.p if weights is None else weights
         return np.bincount(self._cells_of(m), weights=weights, minlength=int(self.index.n_cells[m]))
-
-    def tables(self) -> list[np.ndarray]:
-        """Every marginal of the weighted particles (:meth:`table` of each), over the distinct particles if few.
-
-        A round selects from every marginal's answers: over the distinct particles (at most
-        :data:`DISTINCT_VIEW_SHARE` of them) each table costs the distinct particles, not all of them, and the cells
-        of the marginals no measurement touches are computed once per refresh for the distinct particles only.
-        """
-        view = self._distinct_view()
-        if not view.used:
-            return [self.table(m) for m in range(self.index.n_marginals)]
-        weights = np.bincount(view.inverse, weights=self.p, minlength=view.size)
-        return [
-            np.bincount(view.cells_of(m, self.index), weights=weights, minlength=int(self.index.n_cells[m]))
-            for m in range(self.index.n_marginals)
-        ]
-
-    def _distinct_view(self) -> _DistinctView:
-        if self._view is None:
-            radices = np.array([len(prior) for prior in self.priors], dtype=np.int64)
-            distinct, inverse = unique_rows(self.codes, radices, return_inverse=True)
-            used = len(distinct) <= DISTINCT_VIEW_SHARE * self.codes.shape[0]
-            self._view = _DistinctView(codes=distinct if used else None, inverse=inverse if used else None)
-        return self._view
 
     def weights_after(self, factors: dict[int, np.ndarray]) -> np.ndarray:
         """The weights ``A(x) · exp(Σ_m factors[m][cell_m(x)])``, normalised, without changing ``A``."""
@@ -178,14 +146,12 @@ class ParticleDistribution:
         self.codes = np.asfortranarray(self.codes[chosen])
         self.p = np.full(r, 1.0 / r)
         self._cells.clear()
-        self._view = None
 
     def _move(self, moves: int) -> None:
         """``moves`` Metropolis-Hastings sweeps of every particle, by shards of :data:`MOVE_SHARD_PARTICLES`."""
         measured = sorted(self.theta)
         if not measured or moves == 0:
             return
-        self._view = None
         r = self.codes.shape[0]
         bounds = [(start, min(start + MOVE_SHARD_PARTICLES, r)) for start in range(0, r, MOVE_SHARD_PARTICLES)]
         generators = spawn(self.rng, len(bounds))
@@ -226,22 +192,6 @@ class ParticleDistribution:
         distinct, inverse = np.unique(self.codes, axis=0, return_inverse=True)
         weights = np.bincount(inverse.ravel(), weights=probabilities, minlength=len(distinct))
         return distinct.astype(np.int64), weights / weights.sum()
-
-
-class _DistinctView:
-    """The distinct particles (lexicographic order), each particle's distinct row, and their cells by marginal."""
-
-    def __init__(self, *, codes: np.ndarray | None, inverse: np.ndarray | None) -> None:
-        self.used = codes is not None
-        self.codes = codes
-        self.inverse = inverse
-        self.size = 0 if codes is None else codes.shape[0]
-        self._cells: dict[int, np.ndarray] = {}
-
-    def cells_of(self, m: int, index: MarginalIndex) -> np.ndarray:
-        if m not in self._cells:
-            self._cells[m] = index.cells(m, self.codes)
-        return self._cells[m]
 
 
 # ---------------------------------------------------------------------- one shard's moves

@@ -52,10 +52,6 @@ class UniverseDistribution:
         axes.append(len(shape) - 1)
         return weights.reshape(shape).sum(axis=tuple(axes)).ravel()
 
-    def tables(self) -> list[np.ndarray]:
-        """Every marginal of ``A`` (:meth:`table` of each)."""
-        return [self.table(m) for m in range(self.index.n_marginals)]
-
     def _broadcast(self, m: int, factor: np.ndarray) -> np.ndarray:
         shape = [1] * len(self.domain)
         for a in self.index.attributes[m]:
