@@ -249,6 +249,7 @@ def against_fidelity(path: pathlib.Path) -> str:
              "workload max: forecast / median measured (range) |", "|---|---|---|---|---|---|"]
     loaded = {}
     ratios = []
+    particles = []  # the particles forecast's ratios (MWEM on particles, a table fit): FIT_FORECAST_RATIOS
     for (setting, name, epsilon), rows in groups:
         if setting not in loaded:
             loaded[setting] = SETTINGS[setting].load(False)
@@ -265,6 +266,8 @@ def against_fidelity(path: pathlib.Path) -> str:
             values = rows[column].astype(float)
             median = float(values.median())
             ratios.append(figure.value / median)
+            if plan.mechanism == "mwem-particles" or plan.fit is not None:
+                particles.append(figure.value / median)
             cells.append(f"{figure.value:.3g} / {median:.3g} ({values.min():.3g}-{values.max():.3g}; "
                          f"{figure.value / median:.2f}x)")
         lines.append(f"| {setting} | {plan.mechanism}{' + fit' if plan.fit is not None else ''} | {epsilon:g} | "
@@ -273,6 +276,10 @@ def against_fidelity(path: pathlib.Path) -> str:
     lines.append("")
     lines.append(f"{within} of {len(ratios)} forecasts within a factor of 2 of the median measured value "
                  f"(ratios {min(ratios):.2f}-{max(ratios):.2f}).")
+    if particles:
+        lines.append(f"The particles forecast (MWEM on particles, the table fit): {len(particles)} figures, ratios "
+                     f"{min(particles):.2f}-{max(particles):.2f} (FIT_FORECAST_RATIOS is "
+                     f"{forecast.FIT_FORECAST_RATIOS}).")
     return "\n".join(lines)
 
 
