@@ -1,11 +1,16 @@
 """Publishing alone: decode, render and write a stream of published chunks in every format (issue 26).
 
-What runs: ``--rows`` rows of value codes over the KDD99 example's schema (``examples/kdd99/schema.toml``, 42
-columns; each column's codes geometric with p = 0.6 from a public seed, so few values dominate, as in a fitted
-table), decoded with bucket labels (the default ``output.numeric_values``) a publishing chunk at a time
-(``PUBLISH_CHUNK_ROWS``), each chunk rendered (:func:`~dqrelease.outputs.publish.render_chunk`: its Arrow table and
-CSV text) and written by :func:`~dqrelease.outputs.publish.write_outputs` as CSV, Parquet and a DuckDB table: the
-driver's part of ``stage-outputs`` without the published suite (which runs in the side process) and without Prefect.
+What runs: ``--rows`` published rows over the KDD99 example's schema (``examples/kdd99/schema.toml``, 42 columns),
+each a copy of one of ``--records`` synthetic records (each column's codes geometric with p = 0.6 from a public
+seed, so few values dominate, as in a fitted table; the record each row copies drawn uniformly), as a release
+publishes them: :class:`~dqrelease.outputs.published_rows.PublishedRows` with bucket labels (the default
+``output.numeric_values``), decoded and rendered a publishing chunk at a time (``PUBLISH_CHUNK_ROWS``) by
+:meth:`~dqrelease.outputs.published_rows.PublishedRows.rendered` and written by
+:func:`~dqrelease.outputs.publish.write_outputs` as CSV, Parquet and a DuckDB table: the driver's part of
+``stage-outputs`` without the published suite (which runs in the side process) and without Prefect. The default
+``--records`` is the KDD99 release's order of magnitude (200,000 particles of the table fit plus DualQuery's records).
+Before 2026-11-28 (commit bc82590 and earlier) the script decoded ``--rows`` independent random rows instead, so its
+earlier results are not comparable with later ones.
 Each repeat is a fresh child process, so its peak RSS (``ru_maxrss``) is its own. The files' hashes are recorded,
 so two trees can be checked to write the same bytes.
 
@@ -14,7 +19,8 @@ other under the benchmark lock.
 
 Usage::
 
-    .venv/bin/python bench/publish_stream.py --rows 3000000 --repeats 3 --out bench/results/publish_stream.json
+    .venv/bin/python bench/publish_stream.py --rows 3000000 --records 200000 --repeats 3 \
+        --out bench/results/publish_stream.json
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from bench.scale_common import machine  # noqa: E402
 
 
-def one(rows: int) -> dict:
+def one(rows: int, records: int) -> dict:
     """One timed stream in this process (see the module docstring)."""
     import numpy as np
 
@@ -44,24 +50,22 @@ def one(rows: int) -> dict:
     from dqrelease.inputs.schema import load_schema
     from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS
     from dqrelease.outputs.decode import RecordDecoder
-    from dqrelease.outputs.publish import render_chunk, write_outputs
+    from dqrelease.outputs.publish import write_outputs
+    from dqrelease.outputs.published_rows import PublishedRows
 
     schema = load_schema(ROOT / "examples" / "kdd99" / "schema.toml")
     domain = domain_from_columns(schema.columns)
     rng = make_rng(5)
-    codes = np.column_stack([np.minimum(rng.geometric(0.6, rows) - 1, size - 1) for size in domain.sizes])
-    codes = codes.astype(domain.code_dtype)
-    decoder = RecordDecoder(schema, numeric_values="bucket_label", rng=make_rng(1))
+    codes = np.column_stack([np.minimum(rng.geometric(0.6, records) - 1, size - 1) for size in domain.sizes])
+    published = PublishedRows(records=codes.astype(domain.code_dtype),
+                              index=rng.integers(0, records, rows).astype(np.int32),
+                              decoder=RecordDecoder(schema, numeric_values="bucket_label", rng=make_rng(1)),
+                              chunk_rows=PUBLISH_CHUNK_ROWS)
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
-
-        def chunks():
-            for number, start in enumerate(range(0, rows, PUBLISH_CHUNK_ROWS)):
-                frame = decoder.decode(codes[start : start + PUBLISH_CHUNK_ROWS])
-                yield render_chunk(frame, header=number == 0, csv=True, scratch=scratch)
-
         began = time.perf_counter()
-        outputs = write_outputs(chunks(), scratch / "out", ["csv", "parquet", "duckdb"])
+        chunks = published.rendered(csv=True, scratch=scratch)
+        outputs = write_outputs(chunks, scratch / "out", ["csv", "parquet", "duckdb"])
         wall = time.perf_counter() - began
     return {"wall_seconds": round(wall, 2), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
             "csv_sha256": outputs["csv"]["sha256"], "parquet_sha256": outputs["parquet"]["sha256"],
@@ -71,18 +75,21 @@ def one(rows: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=3_000_000)
+    parser.add_argument("--records", type=int, default=200_000, help="synthetic records the rows copy")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "publish_stream.json")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.rows)))
+        print(json.dumps(one(args.rows, args.records)))
         return 0
-    record = {"rows": args.rows, "machine": machine(), "command": " ".join(sys.argv[0:1] + sys.argv[1:]),
+    record = {"rows": args.rows, "records": args.records, "machine": machine(),
+              "command": " ".join(sys.argv[0:1] + sys.argv[1:]),
               "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                        text=True, check=False).stdout.strip(), "runs": []}
     for _ in range(args.repeats):
-        child = subprocess.run([sys.executable, __file__, "--one", "--rows", str(args.rows)], capture_output=True,
+        child = subprocess.run([sys.executable, __file__, "--one", "--rows", str(args.rows),
+                                "--records", str(args.records)], capture_output=True,
                                text=True, check=True)
         run = json.loads(child.stdout.strip().splitlines()[-1])
         record["runs"].append(run)

@@ -78,6 +78,11 @@ class RecordDecoder:
         drawn = numeric if numeric_values == "uniform" else []
         self._generators = dict(zip(drawn, spawn(rng, len(drawn)) if drawn else [], strict=True))
 
+    @property
+    def draws(self) -> bool:
+        """Whether decoding draws values (uniform numbers): if not, equal codes always decode to equal rows."""
+        return bool(self._generators)
+
     def hand_off(self, codes: np.ndarray) -> RecordDecoder:
         """A decoder of the next rows ``codes`` to decode elsewhere (a Dask worker); this one moves past them.
 

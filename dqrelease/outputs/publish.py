@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import BinaryIO
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -45,8 +46,8 @@ from dqrelease.outputs.csv_text import CsvText, canonical_csv
 from dqrelease.runtime.chunks import chunk_rows_for
 
 __all__ = [
-    "PARQUET_ROW_GROUP_ROWS", "RenderedChunk", "TableWriter", "canonical_csv", "render_chunk", "renders_csv",
-    "table_content_hash", "write_outputs",
+    "PARQUET_ROW_GROUP_ROWS", "RenderedChunk", "RenderedRecords", "TableWriter", "canonical_csv", "render_chunk",
+    "renders_csv", "table_content_hash", "write_outputs",
 ]
 
 TABLE = "synthetic"
@@ -121,6 +122,63 @@ def render_chunk(frame: pd.DataFrame, *, header: bool, csv: bool, scratch: Path 
         return RenderedChunk(table=table)
     with tempfile.TemporaryDirectory(dir=scratch) as folder, CsvText(Path(folder) / CSV_SCRATCH) as text:
         return RenderedChunk(table=table, csv=text.render(table, header=header))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class RenderedRecords:
+    """Records rendered once, for a table whose rows are copies of them: each chunk is gathered, not decoded.
+
+    When decoding draws nothing (bucket labels), a published row is the decoded and rendered record it copies, value
+    by value: its Arrow row, and its CSV line (the text formats every value on its own, so a row's line does not
+    depend on its neighbours). A chunk is then the records' rows taken in the chunk's order
+    (:meth:`chunk`): Arrow's ``take`` of the table, and of the lines as one binary array, whose values are the
+    chunk's text end to end. The same table and bytes as decoding and rendering the chunk (tested), for a gather
+    (a copy per cell) instead of a lookup and a formatting per cell.
+
+    Attributes:
+        table: The records' rows (the first chunk's Arrow schema: the same pandas metadata as a rendered chunk).
+        header: The CSV header line, or None without CSV text.
+        lines: Each record's CSV line (``large_binary``), or None without CSV text.
+    """
+
+    table: pa.Table
+    header: bytes | None = None
+    lines: pa.LargeBinaryArray | None = None
+
+    @classmethod
+    def render(cls, frame: pd.DataFrame, *, csv: bool, scratch: Path | None = None) -> RenderedRecords | None:
+        """The decoded records ``frame`` rendered once (arguments as :func:`render_chunk`).
+
+        None when a line of the text is not a record: a value or a column name holds a line break (a quoted field
+        spans lines), so the text cannot be cut into rows at its line feeds; the caller then renders each chunk.
+        """
+        rendered = render_chunk(frame, header=True, csv=csv, scratch=scratch)
+        if rendered.csv is None:
+            return cls(table=rendered.table)
+        ends = np.flatnonzero(np.frombuffer(rendered.csv, dtype=np.uint8) == ord("\n"))
+        if len(ends) != rendered.table.num_rows + 1:  # the header's line and one per record, or a quoted line break
+            return None
+        head = int(ends[0]) + 1
+        offsets = np.concatenate([[0], ends[1:] + 1 - head]).astype(np.int64)
+        lines = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1,
+                                                 [None, pa.py_buffer(offsets), pa.py_buffer(rendered.csv[head:])])
+        return cls(table=rendered.table, header=rendered.csv[:head], lines=lines)
+
+    def chunk(self, part: np.ndarray, *, header: bool) -> RenderedChunk:
+        """The rows copying records ``part`` (indices, in row order) as a :class:`RenderedChunk`.
+
+        Args:
+            part: The record each row of the chunk copies.
+            header: The chunk is the table's first: its CSV text starts with the header line.
+        """
+        index = pa.array(part)
+        table = self.table.take(index)
+        if self.lines is None:
+            return RenderedChunk(table=table)
+        taken = self.lines.take(index)
+        offsets = np.frombuffer(taken.buffers()[1], dtype=np.int64)[taken.offset : taken.offset + len(taken) + 1]
+        text = taken.buffers()[2][int(offsets[0]) : int(offsets[-1])].to_pybytes() if len(taken) else b""
+        return RenderedChunk(table=table, csv=self.header + text if header else text)
 
 
 def renders_csv(formats: Iterable[str]) -> bool:

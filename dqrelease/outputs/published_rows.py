@@ -4,7 +4,8 @@ The mechanism's result is a small set of synthetic records (weighted or not); th
 the requested number of rows (:meth:`dq_engine.SynthesisResult.sample_index`). A :class:`PublishedRows` holds that
 expansion as one compact index (4 bytes a row) and hands the rows out in chunks of :data:`PUBLISH_CHUNK_ROWS`:
 value codes (:meth:`PublishedRows.code_chunks`), decoded frames (:meth:`PublishedRows.frames`), decoded and rendered
-chunks ready to write, here or on a Dask cluster's workers (:meth:`PublishedRows.rendered`) and how many rows
+chunks ready to write, here or on a Dask cluster's workers (:meth:`PublishedRows.rendered`; here, with bucket labels,
+the records are rendered once and each chunk is gathered from them: a row is a copy) and how many rows
 copy each record (:meth:`PublishedRows.record_counts`, what the error report evaluates). Nothing here holds the
 whole table: memory is the index plus one chunk.
 
@@ -28,7 +29,7 @@ from dq_engine import SynthesisResult
 from dqrelease.inputs.schema import Schema
 from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS
 from dqrelease.outputs.decode import RecordDecoder
-from dqrelease.outputs.publish import RenderedChunk, render_chunk
+from dqrelease.outputs.publish import RenderedChunk, RenderedRecords, render_chunk
 from dqrelease.runtime.chunks import ChunkWorkers, chunk_rows_for, map_chunks
 
 __all__ = ["PUBLISH_CHUNK_ROWS", "PublishedRows"]
@@ -109,7 +110,9 @@ class PublishedRows:
     ) -> Iterator[RenderedChunk]:
         """The rows decoded and rendered (:func:`~dqrelease.outputs.publish.render_chunk`) a chunk at a time, in order.
 
-        Without ``workers`` each chunk is decoded and rendered here, the CSV text in ``scratch``. With them each
+        Without ``workers`` each chunk is decoded and rendered here, the CSV text in ``scratch``; when every copy of a
+        record is the same row (:attr:`copies_rendered_once`) the records are decoded and rendered once instead and
+        each chunk gathered from them (:class:`~dqrelease.outputs.publish.RenderedRecords`). With ``workers`` each
         chunk's codes go to a worker with a decoder standing where the chunk starts
         (:meth:`~dqrelease.outputs.decode.RecordDecoder.hand_off`, which draws the chunk's uniform numbers here to
         move past them) and come back decoded and rendered: the same tables and text, the same bytes once written.
@@ -119,6 +122,10 @@ class PublishedRows:
             workers: A Dask cluster's workers, or None.
             scratch: The folder the CSV text is rendered in here (None: a temporary folder); workers use their own.
         """
+        if workers is None and self.copies_rendered_once:
+            records = RenderedRecords.render(self.decoder.decode(self.records), csv=csv, scratch=scratch)
+            if records is not None:
+                return (records.chunk(part, header=number == 0) for number, part in enumerate(self._index_chunks()))
         decoder = copy.deepcopy(self.decoder)
         elsewhere = workers is not None
 
@@ -127,6 +134,16 @@ class PublishedRows:
                 yield _Piece(codes=codes, decoder=decoder.hand_off(codes) if elsewhere else decoder, first=number == 0)
 
         return map_chunks(_render_piece, pieces(), workers=workers, csv=csv, scratch=None if elsewhere else scratch)
+
+    @property
+    def copies_rendered_once(self) -> bool:
+        """Whether :meth:`rendered` (without workers) renders the records once and gathers each chunk from them.
+
+        So it does when decoding draws nothing (:attr:`~dqrelease.outputs.decode.RecordDecoder.draws`: every copy of a
+        record is the same row) and there are at most :attr:`chunk_rows` records (the rendered records then hold no
+        more than a chunk does, so memory stays within the publishing forecast).
+        """
+        return not self.decoder.draws and self.records.shape[0] <= self.chunk_rows
 
     def record_counts(self) -> np.ndarray:
         """How many published rows copy each record (``int64``, one per record), summed chunk by chunk."""
