@@ -9,6 +9,10 @@ publishes them: :class:`~dqrelease.outputs.published_rows.PublishedRows` with bu
 :func:`~dqrelease.outputs.publish.write_outputs` as CSV, Parquet and a DuckDB table: the driver's part of
 ``stage-outputs`` without the published suite (which runs in the side process) and without Prefect. The default
 ``--records`` is the KDD99 release's order of magnitude (200,000 particles of the table fit plus DualQuery's records).
+With ``--suite`` the published suite runs too, as ``stage-outputs`` runs it
+(:meth:`~dqrelease.outputs.published_rows.PublishedRows.checked`, and ``finish``; on a commit before that method,
+every chunk is sent to the suite, as those commits did); the random records break some of the schema's checks, so
+the suite's failure path is timed and the run records ``suite_failed``.
 Before 2026-11-28 (commit bc82590 and earlier) the script decoded ``--rows`` independent random rows instead, so its
 earlier results are not comparable with later ones.
 Each repeat is a fresh child process, so its peak RSS (``ru_maxrss``) is its own. The files' hashes are recorded,
@@ -41,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from bench.scale_common import machine  # noqa: E402
 
 
-def one(rows: int, records: int) -> dict:
+def one(rows: int, records: int, *, suite: bool) -> dict:
     """One timed stream in this process (see the module docstring)."""
     import numpy as np
 
@@ -61,15 +65,29 @@ def one(rows: int, records: int) -> dict:
                               index=rng.integers(0, records, rows).astype(np.int32),
                               decoder=RecordDecoder(schema, numeric_values="bucket_label", rng=make_rng(1)),
                               chunk_rows=PUBLISH_CHUNK_ROWS)
+    failed = None
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
         began = time.perf_counter()
         chunks = published.rendered(csv=True, scratch=scratch)
+        if suite:
+            from dqrelease.errors import ValidationFailedError
+            from dqrelease.expectations.validate import SyntheticValidation
+
+            validation = SyntheticValidation(schema, numeric_values="bucket_label")
+            checked = getattr(published, "checked", None)  # absent before 2026-11-28: every chunk was sent
+            chunks = validation.check_each(chunks) if checked is None else checked(chunks, validation)
         outputs = write_outputs(chunks, scratch / "out", ["csv", "parquet", "duckdb"])
+        if suite:
+            try:
+                validation.finish()
+                failed = False
+            except ValidationFailedError:
+                failed = True
         wall = time.perf_counter() - began
     return {"wall_seconds": round(wall, 2), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
             "csv_sha256": outputs["csv"]["sha256"], "parquet_sha256": outputs["parquet"]["sha256"],
-            "duckdb_content_sha256": outputs["duckdb"]["content_sha256"]}
+            "duckdb_content_sha256": outputs["duckdb"]["content_sha256"], "suite_failed": failed}
 
 
 def main() -> int:
@@ -77,20 +95,21 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=3_000_000)
     parser.add_argument("--records", type=int, default=200_000, help="synthetic records the rows copy")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--suite", action="store_true", help="run the published suite as stage-outputs does")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "publish_stream.json")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.rows, args.records)))
+        print(json.dumps(one(args.rows, args.records, suite=args.suite)))
         return 0
-    record = {"rows": args.rows, "records": args.records, "machine": machine(),
+    record = {"rows": args.rows, "records": args.records, "suite": args.suite, "machine": machine(),
               "command": " ".join(sys.argv[0:1] + sys.argv[1:]),
               "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                        text=True, check=False).stdout.strip(), "runs": []}
     for _ in range(args.repeats):
         child = subprocess.run([sys.executable, __file__, "--one", "--rows", str(args.rows),
-                                "--records", str(args.records)], capture_output=True,
-                               text=True, check=True)
+                                "--records", str(args.records), *(["--suite"] if args.suite else [])],
+                               capture_output=True, text=True, check=True)
         run = json.loads(child.stdout.strip().splitlines()[-1])
         record["runs"].append(run)
         print(json.dumps(run), flush=True)

@@ -44,6 +44,7 @@ __all__ = [
     "run_script",
     "set_variables",
     "stream_batches",
+    "stream_sql",
     "table_columns",
 ]
 
@@ -192,7 +193,18 @@ def stream_batches(
 
     The connection is busy until the iterator is exhausted or closed.
     """
-    relation = con.sql(render(model, tables), params=dict(params or {}))
+    yield from stream_sql(con, render(model, tables), params=params, batch_size=batch_size)
+
+
+def stream_sql(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    *,
+    params: Mapping[str, Any] | None = None,
+    batch_size: int = 1 << 17,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`stream_batches` of a statement's text (a model rendered by :func:`render`, then adapted by the caller)."""
+    relation = con.sql(sql, params=dict(params or {}))
     reader = relation.to_arrow_reader(batch_size)
     try:
         yield from reader

@@ -14,7 +14,9 @@ memory stays bounded for any table size. Column frames of columns with the same 
 are stacked into frames of up to that bound (:func:`_stacked`), so GX's fixed cost a frame does not grow with the
 width; on a wide table of few rows DuckDB collapses each such set of columns in one statement too
 (:data:`UNPIVOT_ROWS`). The synthetic table is validated the same way while it is written, a chunk
-of decoded rows at a time (:class:`SyntheticValidation`), so it is never held whole. The counts, the failures and
+of decoded rows at a time (:class:`SyntheticValidation`), so it is never held whole; when its rows are copies of the
+mechanism's records (bucket labels), the records are validated once with how many rows copy each
+(:meth:`SyntheticValidation.send_copies`: the ``GROUP BY`` sums the copies). The counts, the failures and
 their order (the suite's) do not depend on how the table is cut into chunks. On a Dask cluster the raw table is
 collapsed by chunks of rows on the workers (:func:`_collapsed_by_chunk`: the same ``GROUP BY`` per chunk in an
 in-memory DuckDB, and the same ``UNPIVOT`` of each stack when a chunk's rows are at most :data:`UNPIVOT_ROWS`, as
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -65,7 +68,7 @@ from dqrelease.warehouse import (
     quote_column,
     render,
     row_count,
-    stream_batches,
+    stream_sql,
     table_columns,
 )
 
@@ -220,12 +223,34 @@ class SyntheticValidation:
 
     def send(self, frame: pd.DataFrame | pa.Table) -> None:
         """Start checking the next chunk of the table (waits for earlier chunks beyond the ones in flight)."""
+        self._send(frame, weight=None)
+
+    def send_copies(self, table: pa.Table, copies: np.ndarray) -> None:
+        """Start checking rows given as distinct rows and their copies: ``table``'s row ``i`` stands for ``copies[i]``.
+
+        The same failures and counts as sending the ``copies[i]`` copies of every row (none when 0), for a
+        ``GROUP BY`` over ``table``'s rows instead of over the copies: a published table whose rows copy the
+        mechanism's records is checked as the records with how many rows copy each.
+
+        Raises:
+            ValueError: If ``copies`` is not one non-negative count per row of ``table``.
+        """
+        copies = np.asarray(copies)
+        if copies.shape != (table.num_rows,) or (copies.size and copies.min() < 0):
+            raise ValueError(f"copies must be one non-negative count per row ({table.num_rows}); got shape "
+                             f"{copies.shape}")
+        kept = np.flatnonzero(copies)
+        rows = table.take(pa.array(kept)).append_column(ROWS_COLUMN, pa.array(copies[kept], type=pa.int64()))
+        self._send(rows, weight=ROWS_COLUMN)
+
+    def _send(self, frame: pd.DataFrame | pa.Table, *, weight: str | None) -> None:
         with connect(None) as con:
             con.register("synthetic_chunk", frame)  # read through a view on the rows: no copy into DuckDB
             table = _groupable(con, "synthetic_chunk", width=len(frame.columns))
             if self._columns is None:
-                self._columns = [name for name, _ in table_columns(con, table)]
-            for chunk in _stacked(_collapsed(con, table, self._shape, self._columns), self._shape):
+                self._columns = [name for name, _ in table_columns(con, table) if name != weight]
+            collapsed = _collapsed(con, table, self._shape, self._columns, weight=weight)
+            for chunk in _stacked(collapsed, self._shape):
                 self._pending.append(side_process.begin(check_chunk, chunk, suite=self._shape.suite))
                 while len(self._pending) > side_process.IN_FLIGHT:
                     self._tally.add(self._pending.popleft().result())
@@ -294,7 +319,7 @@ def _groupings(shape: SuiteShape, columns: list[str]) -> list[_Grouping]:
 
 
 def _collapsed(
-    con: duckdb.DuckDBPyConnection, table: str, shape: SuiteShape, columns: list[str]
+    con: duckdb.DuckDBPyConnection, table: str, shape: SuiteShape, columns: list[str], *, weight: str | None = None
 ) -> Iterator[Collapsed]:
     """``table`` collapsed to distinct values: its table frame, each column's frames, each rule columns' frames.
 
@@ -306,9 +331,9 @@ def _collapsed(
     if rows == 0:
         return
     yield _table_frame(shape, columns, rows=1)
-    groupings, stacks = _plan(shape, columns, rows=rows)
+    groupings, stacks = _plan(shape, columns, rows=rows, unpivot=weight is None)
     for grouping in groupings:
-        for values in _frames(_combinations(con, table, grouping.names), grouping):
+        for values in _frames(_combinations(con, table, grouping.names, weight=weight), grouping):
             yield grouping.frame(values)
     for names in stacks:
         yield from _stack_frames(_unpivoted(con, table, names), names, shape)
@@ -352,15 +377,19 @@ def _grouped_chunk(
                 *(_unpivoted(con, table, names) for names in stacks)]
 
 
-def _plan(shape: SuiteShape, columns: list[str], *, rows: int) -> tuple[list[_Grouping], list[tuple[str, ...]]]:
+def _plan(
+    shape: SuiteShape, columns: list[str], *, rows: int, unpivot: bool = True
+) -> tuple[list[_Grouping], list[tuple[str, ...]]]:
     """The groupings collapsed by their own statement and the stacks collapsed by one ``UNPIVOT`` each.
 
-    Stacks (of at least two of ``columns``) are unpivoted when a table or chunk of ``rows`` rows is at most
-    :data:`UNPIVOT_ROWS`; their columns then have no grouping of their own.
+    Stacks (of at least two of ``columns``) are unpivoted when ``unpivot`` and a table or chunk of ``rows`` rows is
+    at most :data:`UNPIVOT_ROWS`; their columns then have no grouping of their own. (Either way gives the same
+    frames: it changes time only. A table of rows with their copies is not unpivoted: ``validation_stack`` counts
+    rows, not copies.)
     """
     present = set(columns)
     stacks = [names for names in (tuple(n for n in stack if n in present) for stack in shape.stacks)
-              if len(names) > 1] if rows <= UNPIVOT_ROWS else []
+              if len(names) > 1] if unpivot and rows <= UNPIVOT_ROWS else []
     unpivoted = {name for names in stacks for name in names}
     return [g for g in _groupings(shape, columns) if g.column not in unpivoted], stacks
 
@@ -376,11 +405,26 @@ def _groupable(con: duckdb.DuckDBPyConnection, view: str, *, width: int) -> str:
     return f"{view}_copy"
 
 
-def _combinations(con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
-    """The distinct combinations of the columns ``names`` as text, the last column (:data:`ROWS_COLUMN`) their rows."""
+def _combinations(
+    con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, ...], *, weight: str | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The distinct combinations of the columns ``names`` as text, the last column (:data:`ROWS_COLUMN`) their rows.
+
+    With ``weight`` (a column of ``table`` holding each row's number of copies) the rows are the sum of the copies.
+    """
     params = {"columns": list(names)}
-    for batch in stream_batches(con, "validation_combinations", params=params, tables={"table": table}):
+    sql = render("validation_combinations", {"table": table})
+    if weight is not None:
+        if _COUNTED_ROWS not in sql:
+            raise ValueError(f"sql/validation_combinations.sql has no {_COUNTED_ROWS!r} to weigh")
+        sql = sql.replace(_COUNTED_ROWS, f"sum({quote_column(weight)})::bigint")
+    for batch in stream_sql(con, sql, params=params):
         yield batch.rename_columns([*batch.schema.names[:-1], ROWS_COLUMN])
+
+
+_COUNTED_ROWS = "count(*) /* rows */"
+"""The count of rows in ``sql/validation_combinations.sql`` that a table of rows with their copies replaces by the
+sum of its copies (:meth:`SyntheticValidation.send_copies`)."""
 
 
 def _unpivoted(con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, ...]) -> pa.Table:

@@ -44,11 +44,12 @@ def sample_synthetic(
 def stage_outputs(
     config: ReleaseConfig, schema: Schema, rows: PublishedRows, run: RunContext, dask_address: str | None = None
 ) -> tuple[dict[str, dict[str, str]], SyntheticValidation]:
-    """Decode the published rows chunk by chunk, send each chunk to validation and write it to the staging directory.
+    """Decode the published rows chunk by chunk, validate them and write each chunk to the staging directory.
 
-    With ``dask_address`` the chunks are decoded and their CSV text rendered on the cluster's workers; they are
-    validated and written here, in order. Returns the outputs' hashes and the validation still running on the last
-    chunks (:func:`check_synthetic`).
+    When every copy of a record is the same row (bucket labels) the published suite checks the records once, with how
+    many rows copy each; otherwise each chunk is sent to it as it is written. With ``dask_address`` the chunks are
+    decoded and their CSV text rendered on the cluster's workers, and written here, in order. Returns the outputs'
+    hashes and the validation still running (:func:`check_synthetic`).
     """
     validation = SyntheticValidation(schema, numeric_values=config.output.numeric_values,
                                      single_value_numbers=config.output.single_value_numbers)
@@ -56,7 +57,7 @@ def stage_outputs(
     try:
         with cluster_chunks(dask_address) as workers:
             chunks = rows.rendered(csv=renders_csv(formats), workers=workers, scratch=run.staging_release)
-            outputs = write_outputs(validation.check_each(chunks), run.staging_release, formats)
+            outputs = write_outputs(rows.checked(chunks, validation), run.staging_release, formats)
     except BaseException:
         validation.abandon()
         raise

@@ -20,10 +20,11 @@ import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from dq_engine import SynthesisResult
 from dqrelease.inputs.schema import Schema
@@ -31,6 +32,9 @@ from dqrelease.memory_estimate import PUBLISH_CHUNK_ROWS
 from dqrelease.outputs.decode import RecordDecoder
 from dqrelease.outputs.publish import RenderedChunk, RenderedRecords, render_chunk
 from dqrelease.runtime.chunks import ChunkWorkers, chunk_rows_for, map_chunks
+
+if TYPE_CHECKING:
+    from dqrelease.expectations.validate import SyntheticValidation
 
 __all__ = ["PUBLISH_CHUNK_ROWS", "PublishedRows"]
 
@@ -144,6 +148,28 @@ class PublishedRows:
         more than a chunk does, so memory stays within the publishing forecast).
         """
         return not self.decoder.draws and self.records.shape[0] <= self.chunk_rows
+
+    def checked(self, chunks: Iterator[RenderedChunk], validation: SyntheticValidation) -> Iterator[RenderedChunk]:
+        """``chunks`` (of these rows, in order) with the published suite started on the rows.
+
+        When every copy of a record is the same row (:attr:`copies_rendered_once`) the suite checks the records
+        once, with how many rows copy each (:meth:`~dqrelease.expectations.validate.SyntheticValidation.send_copies`,
+        started here) and the chunks pass as they are; otherwise each chunk is sent to it as it passes
+        (:meth:`~dqrelease.expectations.validate.SyntheticValidation.check_each`). Either way the same failures and
+        counts, raised by ``validation.finish()``.
+        """
+        if self.copies_rendered_once:
+            validation.send_copies(self.decoded_records(), self.record_counts())
+            return chunks
+        return validation.check_each(chunks)
+
+    def decoded_records(self) -> pa.Table:
+        """The records decoded, as the Arrow table :func:`~dqrelease.outputs.publish.render_chunk` makes.
+
+        When every copy of a record is the same row (:attr:`copies_rendered_once`) these are the published rows, each
+        as often as :meth:`record_counts` says.
+        """
+        return render_chunk(self.decoder.decode(self.records), header=False, csv=False).table
 
     def record_counts(self) -> np.ndarray:
         """How many published rows copy each record (``int64``, one per record), summed chunk by chunk."""

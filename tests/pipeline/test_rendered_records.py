@@ -1,8 +1,9 @@
-"""Rows that copy records are gathered from the records rendered once: the same tables and bytes as decoding and
-rendering every chunk (:class:`dqrelease.outputs.publish.RenderedRecords`, issue 26).
+"""Rows that copy records are gathered from the records rendered once, and validated as the records with their
+copies: the same tables, bytes and failures as decoding, rendering and validating every chunk
+(:class:`dqrelease.outputs.publish.RenderedRecords`, :meth:`SyntheticValidation.send_copies`; issue 26).
 
 The reference is :meth:`PublishedRows.frames` (each chunk decoded, then written by :func:`write_outputs`), which
-renders every chunk's text itself.
+renders every chunk's text itself, and the published suite on the copies themselves.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import pyarrow as pa
 import pytest
 
 from dq_engine import SynthesisResult, make_rng
+from dq_engine.oracle.feasible import with_witness
+from dqrelease.errors import ExitCode, ValidationFailedError
+from dqrelease.expectations.validate import SyntheticValidation
 from dqrelease.inputs.encoding import domain_from_columns
-from dqrelease.inputs.schema import Schema, load_schema
+from dqrelease.inputs.schema import Schema, load_schema, schema_constraints
 from dqrelease.outputs.decode import RecordDecoder
 from dqrelease.outputs.publish import RenderedRecords, render_chunk, write_outputs
 from dqrelease.outputs.published_rows import PublishedRows
-from tests.adult_slice import ADULT
+from tests.adult_slice import ADULT, release_config, write_slice
 
 SCHEMA = load_schema(ADULT / "schema.toml")
 FORMATS = ["parquet", "csv", "duckdb"]
@@ -115,3 +119,83 @@ def test_records_are_rendered_once_only_when_copies_are_equal_and_fit_a_chunk(nu
     rows = _rows(SCHEMA, records=records, rows=500, chunk_rows=64, numeric_values=numeric_values)
     assert rows.copies_rendered_once is expected
     assert RecordDecoder(SCHEMA, numeric_values=numeric_values, rng=make_rng(0)).draws is (numeric_values == "uniform")
+
+
+# ---------------------------------------------------------------------- the published suite on copies
+def _rule_records(count: int, *, broken: tuple[int, ...]) -> pa.Table:
+    """``count`` Adult records keeping the rules, except that the records ``broken`` are husbands who are female."""
+    constraints = with_witness(schema_constraints(SCHEMA))
+    rng = make_rng(31)
+    codes = np.stack([rng.integers(0, column.size, count) for column in SCHEMA.columns], axis=1)
+    codes = constraints.repair(codes, constraints.witness_codes, np.ones(codes.shape[1], dtype=bool))
+    relationship, sex = SCHEMA.names.index("relationship"), SCHEMA.names.index("sex")
+    for row in broken:
+        codes[row, relationship] = SCHEMA.columns[relationship].values.index("Husband")
+        codes[row, sex] = SCHEMA.columns[sex].values.index("Female")
+    frame = RecordDecoder(SCHEMA, numeric_values="bucket_label", rng=make_rng(0)).decode(codes)
+    return render_chunk(frame, header=False, csv=False).table
+
+
+def _failures(send) -> tuple[list, str]:
+    validation = SyntheticValidation(SCHEMA, numeric_values="bucket_label")
+    send(validation)
+    with pytest.raises(ValidationFailedError) as caught:
+        validation.finish()
+    assert caught.value.exit_code == ExitCode.VALIDATION_FAILED
+    return caught.value.failures, str(caught.value)
+
+
+def test_copies_are_validated_as_the_rows_they_stand_for():
+    """Record 2 breaks a rule and is copied 3 times; record 5 breaks it too but no row copies it (not published)."""
+    table = _rule_records(12, broken=(2, 5))
+    copies = np.array([4, 0, 3, 1, 0, 0, 2, 7, 1, 0, 5, 2])
+    expanded = table.take(pa.array(np.repeat(np.arange(12), copies)))
+    by_copies = _failures(lambda validation: validation.send_copies(table, copies))
+    by_rows = _failures(lambda validation: validation.send(expanded))
+    assert by_copies == by_rows
+    assert "rule 'husbands are male' (3 rows)" in by_copies[1]
+
+
+def test_copies_of_records_that_keep_the_rules_pass_and_uncopied_breaking_records_are_not_counted():
+    table = _rule_records(6, broken=(1,))
+    validation = SyntheticValidation(SCHEMA, numeric_values="bucket_label")
+    validation.send_copies(table, np.array([3, 0, 2, 2, 1, 9]))
+    validation.finish()  # record 1 breaks the rule, but no published row copies it
+
+
+@pytest.mark.parametrize("copies", [np.array([1, 2]), np.array([1, -1, 1, 1, 1, 1]), np.ones((6, 1), dtype=int)])
+def test_copies_that_do_not_fit_the_table_are_refused(copies):
+    validation = SyntheticValidation(SCHEMA, numeric_values="bucket_label")
+    with pytest.raises(ValueError, match="one non-negative count per row"):
+        validation.send_copies(_rule_records(6, broken=()), copies)
+    validation.abandon()
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_bucket_label_release_whose_records_break_a_rule_exits_3_and_publishes_nothing(tmp_path, monkeypatch):
+    """The release path with bucket labels: the records are rendered once and validated with their copies."""
+    from typer.testing import CliRunner
+
+    from dqrelease.cli import app
+
+    write_slice(tmp_path)
+    config = release_config().replace('numeric_values = "uniform"', 'numeric_values = "bucket_label"')
+    assert 'numeric_values = "bucket_label"' in config
+    (tmp_path / "release.toml").write_text(config)
+    decode, calls = RecordDecoder.decode, []
+
+    def decode_every_row_breaking_a_rule(self, codes):
+        frame = decode(self, codes)
+        calls.append(len(frame))
+        frame.loc[:, ["relationship", "sex"]] = ["Husband", "Female"]
+        return frame
+
+    monkeypatch.setattr(RecordDecoder, "decode", decode_every_row_breaking_a_rule)
+    result = CliRunner().invoke(app, ["run", str(tmp_path / "release.toml"), "--quiet", "--seeded-test-or-audit"],
+                                catch_exceptions=False)
+    assert result.exit_code == ExitCode.VALIDATION_FAILED, result.output
+    assert "husbands are male" in result.output and "(400 rows)" in result.output
+    assert 400 not in calls  # the records were decoded, not the published rows
+    releases, staging = tmp_path / "out" / "releases", tmp_path / "out" / ".staging"
+    assert not releases.exists() or not any(releases.iterdir())
+    assert not staging.exists() or not any(staging.iterdir())
