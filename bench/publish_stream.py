@@ -11,8 +11,9 @@ publishes them: :class:`~dqrelease.outputs.published_rows.PublishedRows` with bu
 ``--records`` is the KDD99 release's order of magnitude (200,000 particles of the table fit plus DualQuery's records).
 With ``--suite`` the published suite runs too, as ``stage-outputs`` runs it
 (:meth:`~dqrelease.outputs.published_rows.PublishedRows.checked`, and ``finish``; on a commit before that method,
-every chunk is sent to the suite, as those commits did); the random records break some of the schema's checks, so
-the suite's failure path is timed and the run records ``suite_failed``.
+every chunk is sent to the suite, as those commits did), its side process started before the clock (in a release
+``validate-raw`` has started it); the random records break some of the schema's checks, so the suite's failure path
+is timed and the run records ``suite_failed``.
 Before 2026-11-28 (commit bc82590 and earlier) the script decoded ``--rows`` independent random rows instead, so its
 earlier results are not comparable with later ones.
 Each repeat is a fresh child process, so its peak RSS (``ru_maxrss``) is its own. The files' hashes are recorded,
@@ -65,16 +66,17 @@ def one(rows: int, records: int, *, suite: bool) -> dict:
                               index=rng.integers(0, records, rows).astype(np.int32),
                               decoder=RecordDecoder(schema, numeric_values="bucket_label", rng=make_rng(1)),
                               chunk_rows=PUBLISH_CHUNK_ROWS)
-    failed = None
+    failed = validation = None
+    if suite:  # the side process and its suite are started before the clock, as a release's validate-raw has them
+        from dqrelease.errors import ValidationFailedError
+        from dqrelease.expectations.validate import SyntheticValidation
+
+        validation = SyntheticValidation(schema, numeric_values="bucket_label")
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
         began = time.perf_counter()
         chunks = published.rendered(csv=True, scratch=scratch)
         if suite:
-            from dqrelease.errors import ValidationFailedError
-            from dqrelease.expectations.validate import SyntheticValidation
-
-            validation = SyntheticValidation(schema, numeric_values="bucket_label")
             checked = getattr(published, "checked", None)  # absent before 2026-11-28: every chunk was sent
             chunks = validation.check_each(chunks) if checked is None else checked(chunks, validation)
         outputs = write_outputs(chunks, scratch / "out", ["csv", "parquet", "duckdb"])
