@@ -237,8 +237,8 @@ class SyntheticValidation:
         """
         copies = np.asarray(copies)
         if copies.shape != (table.num_rows,) or (copies.size and copies.min() < 0):
-            raise ValueError(f"copies must be one non-negative count per row ({table.num_rows}); got shape "
-                             f"{copies.shape}")
+            # no count in the message: a table of records can have n rows (randomized response)
+            raise ValueError("copies must be one non-negative count per row of the table")
         kept = np.flatnonzero(copies)
         rows = table.take(pa.array(kept)).append_column(ROWS_COLUMN, pa.array(copies[kept], type=pa.int64()))
         self._send(rows, weight=ROWS_COLUMN)
