@@ -215,7 +215,7 @@ def _adult_pgm(workload: str) -> Callable[[bool], Loaded]:
     return load
 
 
-def _bnlearn(network: str, rows: int) -> Callable[[bool], Loaded]:
+def bnlearn_setting(network: str, rows: int) -> Callable[[bool], Loaded]:
     """``rows`` records forward-sampled from a bnlearn network (public seed), with the default workload."""
 
     def load(smoke: bool) -> Loaded:
@@ -248,7 +248,7 @@ SETTINGS: dict[str, Setting] = {
                             peer_rows_from={"mst": "adult-pgm"}),
     "kdd99": Setting(name="kdd99", load=lambda smoke: _release_dataset(ROOT / "examples/kdd99/release.toml",
                                                                         smoke=smoke)),
-    "hailfinder": Setting(name="hailfinder", load=_bnlearn("hailfinder", 50_000),
+    "hailfinder": Setting(name="hailfinder", load=bnlearn_setting("hailfinder", 50_000),
                           mechanisms=("independent", "dualquery", "mwem-particles", "mst", "aim")),
 }
 """Every setting, in the order they run."""
