@@ -4,8 +4,8 @@ The mechanism's result is a small set of synthetic records (weighted or not); th
 the requested number of rows (:meth:`dq_engine.SynthesisResult.sample_index`). A :class:`PublishedRows` holds that
 expansion as one compact index (4 bytes a row) and hands the rows out in chunks of :data:`PUBLISH_CHUNK_ROWS`:
 value codes (:meth:`PublishedRows.code_chunks`), decoded frames (:meth:`PublishedRows.frames`), decoded and rendered
-chunks ready to write, here or on a Dask cluster's workers (:meth:`PublishedRows.rendered`; here, with bucket labels,
-the records are rendered once and each chunk is gathered from them: a row is a copy) and how many rows
+chunks ready to write, here or on a Dask cluster's workers (:meth:`PublishedRows.rendered`; with bucket labels the
+records are rendered once, here, and each chunk is gathered from them: a row is a copy) and how many rows
 copy each record (:meth:`PublishedRows.record_counts`, what the error report evaluates). Nothing here holds the
 whole table: memory is the index plus one chunk.
 
@@ -114,10 +114,11 @@ class PublishedRows:
     ) -> Iterator[RenderedChunk]:
         """The rows decoded and rendered (:func:`~dqrelease.outputs.publish.render_chunk`) a chunk at a time, in order.
 
-        Without ``workers`` each chunk is decoded and rendered here, the CSV text in ``scratch``; when every copy of a
-        record is the same row (:attr:`copies_rendered_once`) the records are decoded and rendered once instead and
-        each chunk gathered from them (:class:`~dqrelease.outputs.publish.RenderedRecords`). With ``workers`` each
-        chunk's codes go to a worker with a decoder standing where the chunk starts
+        When every copy of a record is the same row (:attr:`copies_rendered_once`) the records are decoded and
+        rendered once, here, and each chunk is gathered from them (:class:`~dqrelease.outputs.publish.RenderedRecords`),
+        with or without ``workers``: a gather costs about what writing the chunk costs, and a worker would have to send
+        the chunk back. Otherwise, without ``workers`` each chunk is decoded and rendered here, the CSV text in
+        ``scratch``; with ``workers`` each chunk's codes go to a worker with a decoder standing where the chunk starts
         (:meth:`~dqrelease.outputs.decode.RecordDecoder.hand_off`, which draws the chunk's uniform numbers here to
         move past them) and come back decoded and rendered: the same tables and text, the same bytes once written.
 
@@ -126,7 +127,7 @@ class PublishedRows:
             workers: A Dask cluster's workers, or None.
             scratch: The folder the CSV text is rendered in here (None: a temporary folder); workers use their own.
         """
-        if workers is None and self.copies_rendered_once:
+        if self.copies_rendered_once:
             records = RenderedRecords.render(self.decoder.decode(self.records), csv=csv, scratch=scratch)
             if records is not None:
                 return (records.chunk(part, header=number == 0) for number, part in enumerate(self._index_chunks()))
@@ -141,7 +142,7 @@ class PublishedRows:
 
     @property
     def copies_rendered_once(self) -> bool:
-        """Whether :meth:`rendered` (without workers) renders the records once and gathers each chunk from them.
+        """Whether :meth:`rendered` renders the records once and gathers each chunk from them.
 
         So it does when decoding draws nothing (:attr:`~dqrelease.outputs.decode.RecordDecoder.draws`: every copy of a
         record is the same row) and there are at most :attr:`chunk_rows` records (the rendered records then hold no

@@ -125,11 +125,17 @@ def test_stacked_raw_validation_by_chunk_on_workers_fails_as_the_local_path(work
     assert len(ran_on) == 8 and set(ran_on) == set(workers.addresses)
 
 
-@pytest.mark.parametrize("numeric_values", ["uniform", "bucket_label"])
-def test_published_rows_decoded_and_rendered_on_workers_are_the_local_bytes(workers, tmp_path, numeric_values):
+@pytest.mark.parametrize(("numeric_values", "chunk_rows", "on_workers"), [
+    ("uniform", 128, 8),  # drawn numbers: every chunk decoded on a worker
+    ("bucket_label", 16, 63),  # more records (37) than a chunk's rows: decoded on the workers too
+    ("bucket_label", 128, 0),  # copies of at most a chunk's records: rendered once here and gathered
+])
+def test_published_rows_decoded_and_rendered_on_workers_are_the_local_bytes(workers, tmp_path, numeric_values,
+                                                                          chunk_rows, on_workers):
     result = _result(_records(1), make_rng(2).random(RECORDS))
     rows = PublishedRows.draw(result, ROWS, make_rng(5), schema=SCHEMA, numeric_values=numeric_values,
-                              chunk_rows=128)  # 8 chunks
+                              chunk_rows=chunk_rows)
+    assert rows.copies_rendered_once == (on_workers == 0)
     written = {}
     with distributed.get_task_stream(client=workers.client) as stream:
         for where, chunks in [("frames", rows.frames()), ("here", rows.rendered(csv=True)),
@@ -146,7 +152,8 @@ def test_published_rows_decoded_and_rendered_on_workers_are_the_local_bytes(work
         )
         assert restarted != written["here"][0]
     ran_on = _ran_on(stream.data, "_render_piece")
-    assert len(ran_on) == 8 and set(ran_on) == set(workers.addresses)
+    assert len(ran_on) == on_workers
+    assert set(ran_on) == (set(workers.addresses) if on_workers else set())
 
 
 
