@@ -33,7 +33,8 @@ quoted against the measured peak. This benchmark does that for each width (defau
 The forecast leaves out the interpreter and its imports (about 0.5 GiB for the CLI, 0.3 GiB for the validation side
 process, plus Prefect's server): the tree's peak includes them, so forecast / measured is below 1 on small runs.
 ``--stop-at HH:MM`` (UTC) starts no run after that time (recorded as not started); ``--end-by HH:MM`` caps a run
-that is still going then (its cap, ``cap_seconds``, is the smaller of the two).
+that is still going then (its cap, ``cap_seconds``, is the smaller of the two). A time more than 12 hours before the
+clock is the next day's (:func:`seconds_until`).
 
 Output: ``--out`` (default ``bench/results/wide_columns.json``) and a Markdown table beside it (``.md``).
 
@@ -208,13 +209,20 @@ def release_one(work: Path, *, table: Path, columns: int, fix: dict | None, args
     return record
 
 
-def seconds_until(moment: str | None) -> float:
-    """Seconds from now to today's ``HH:MM`` UTC (0 if it has passed; infinite for None)."""
+def seconds_until(moment: str | None, *, now: time.struct_time | None = None) -> float:
+    """Seconds from ``now`` (default: the clock) to ``HH:MM`` UTC (0 if it has passed; infinite for None).
+
+    A time more than 12 hours before ``now`` is the next day's, so that ``--stop-at 00:30`` given at 23:40 means 50
+    minutes later, not a time that passed 23 hours ago; a time up to 12 hours before ``now`` has passed.
+    """
     if moment is None:
         return math.inf
     hours, minutes = (int(part) for part in moment.split(":"))
-    now = time.gmtime()
-    return max(0.0, hours * 3600 + minutes * 60 - (now.tm_hour * 3600 + now.tm_min * 60 + now.tm_sec))
+    now = now or time.gmtime()
+    delta = hours * 3600 + minutes * 60 - (now.tm_hour * 3600 + now.tm_min * 60 + now.tm_sec)
+    if delta < -12 * 3600:
+        delta += 24 * 3600
+    return max(0.0, float(delta))
 
 
 def past(stop_at: str | None) -> bool:

@@ -8,8 +8,10 @@ a few seconds checks that a capped run is recorded as capped and not as a result
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -121,3 +123,13 @@ def test_plan_sizes_are_read_in_binary_units():
     assert wide_columns.shown_size("40 MiB") == 40 * 2**20
     assert wide_columns.shown_size("16.7 GiB") == pytest.approx(16.7 * 2**30)
     assert wide_columns.shown_size("1,234 TiB") == 1234 * 2**40
+
+
+def test_a_stop_time_after_midnight_is_the_next_day():
+    from bench.wide_columns import seconds_until
+
+    late = time.struct_time((2026, 11, 28, 23, 40, 0, 5, 332, 0))
+    assert seconds_until("00:30", now=late) == 50 * 60  # tomorrow's 00:30, not a time 23 hours ago
+    assert seconds_until("23:30", now=late) == 0  # ten minutes ago: passed
+    assert seconds_until("23:50", now=late) == 10 * 60
+    assert seconds_until(None, now=late) == math.inf
