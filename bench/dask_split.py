@@ -202,8 +202,8 @@ def split(dask: dict) -> dict:
         stage["projected_seconds"] = {str(w): round(s, 1) for w, s in projected.items()}
         stages[name] = stage
         if nested:
-            stage["nested"] = {"function": NESTED[name], "worker_compute_seconds": round(sum(t["seconds"] for t in
-                                                                                         nested), 3),
+            nested_compute = sum(t["seconds"] for t in nested)
+            stage["nested"] = {"function": NESTED[name], "worker_compute_seconds": round(nested_compute, 3),
                                "worker_tasks": len(nested), "workers_used": len({t["worker"] for t in nested}),
                                "rounds": len(rounds),
                                "wall_seconds": round(sum(_span(r) for r in rounds), 3) if rounds else None}
