@@ -19,6 +19,11 @@ holds at once, each from the plan's public parameters and the schema's shape:
   (:data:`PUBLISHED_CELL_BYTES` per cell, :data:`PUBLISHED_BINARY_CELL_BYTES` in a binary column);
 * **data**: the private table's codes (``n`` rows of the schema's code width).
 
+The parts are held together, after the source is read; before them, the **ingest** holds the row groups DuckDB is
+writing to the raw table (:func:`ingest_bytes`), and the forecast peak is the larger of the two. The ingest is the
+peak of a wide table only (10,000 binary columns: 2.7 GiB measured above the imports, against about 3 GiB for the rest
+after it, most of it the publishing chunk).
+
 It never reads data or a private count. The constants are upper-biased; ``bench/memory_forecast.py`` compares the
 forecast with the measured peak (docs/benchmarks.md, "Memory forecast"). The interpreter and its imports (a few hundred
 MiB) are not in the forecast: the default limit's safety fraction leaves room for them.
@@ -27,9 +32,11 @@ MiB) are not in the forecast: the default limit's safety fraction leaves room fo
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dqrelease.inputs.ingest import is_wide_ingest
 from dqrelease.runtime.chunks import chunk_rows_for
 
 if TYPE_CHECKING:
@@ -40,7 +47,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ANSWER_BYTES_PER_QUERY",
     "CELL_INDEX_BYTES",
+    "DUCKDB_ROW_GROUP_ROWS",
     "GIB",
+    "INGEST_TEXT_CELL_BYTES",
     "MEMORY_SAFETY_FRACTION",
     "MW_BYTES_PER_QUERY",
     "ORACLE_BASE_BYTES",
@@ -54,9 +63,12 @@ __all__ = [
     "PUBLISH_CHUNK_ROWS",
     "RECORD_CELL_BYTES",
     "UNIVERSE_RECORD_BYTES",
+    "WIDE_INGEST_BASE_BYTES",
+    "WIDE_INGEST_COLUMN_BYTES",
     "MemoryEstimate",
     "MemoryLimit",
     "estimate_release_memory",
+    "ingest_bytes",
     "memory_limit",
     "shown_bytes",
 ]
@@ -121,6 +133,22 @@ PUBLISHED_BINARY_CELL_BYTES = 32
 the writing stage 3.0 GiB above start-up, about 32 bytes a cell (``bench/wide_columns.py``; 16 before, which
 forecast half of it)."""
 
+WIDE_INGEST_BASE_BYTES = 512 * MIB
+"""Bytes a wide source's ingest holds whatever its width (DuckDB's reader and writer state)."""
+
+WIDE_INGEST_COLUMN_BYTES = 256 * 1024
+"""Bytes per column while a wide source is ingested (one thread, row groups of
+:data:`~dqrelease.inputs.ingest.WIDE_ROW_GROUP_ROWS` rows): the column's segment of the row group being written holds
+a 256 KiB block. With :data:`WIDE_INGEST_BASE_BYTES`, fitted to the ingest's peak above the imports measured on
+1,000 and 10,000 binary columns of 100,000 rows (0.66 and 2.67 GiB: ``bench/wide_ingest.py``, docs/benchmarks.md,
+"The ingest of a wide table"), and checked on 3,000 columns, which it was not fitted to."""
+
+DUCKDB_ROW_GROUP_ROWS = 122_880
+"""DuckDB's default rows per row group: what each of its threads holds while it writes a table that is not wide."""
+
+INGEST_TEXT_CELL_BYTES = 16
+"""Bytes per cell of the raw table's row group being written (a DuckDB string of up to 12 characters is 16 bytes)."""
+
 MEMORY_SAFETY_FRACTION = 0.8
 """The default memory limit's share of the machine's physical memory: the rest is for the interpreter and its imports
 (Prefect, DuckDB, pandas: about 0.5 GiB), the side process (Great Expectations: about 0.3 GiB), DuckDB's buffers while
@@ -133,36 +161,52 @@ class MemoryEstimate:
 
     Attributes:
         parts: Bytes of each part that is not zero (``particles``, ``universe``, ``oracle``, ``answers``,
-            ``records``, ``rows``, ``data``), in that order.
+            ``records``, ``rows``, ``data``), in that order: held together, after the ingest.
+        ingest: Bytes held while the source is ingested, before the parts (:func:`ingest_bytes`).
         particles: Particles the plan holds (0 without particles).
         bytes_per_particle: What one more particle adds (0 without particles): the particles part is
             ``particles x bytes_per_particle``.
     """
 
     parts: dict[str, int]
+    ingest: int = 0
     particles: int = 0
     bytes_per_particle: int = 0
 
     @property
     def total(self) -> int:
-        """The forecast peak in bytes."""
-        return sum(self.parts.values())
+        """The forecast peak in bytes: the larger of the ingest and the parts' sum."""
+        return max(self.ingest, sum(self.parts.values()))
 
     def shown(self) -> str:
-        """``about 1.2 GiB (particles 1.1 GiB, oracle 32 MiB, ...)``."""
+        """``about 1.2 GiB (particles 1.1 GiB, oracle 32 MiB, ...; the ingest before them 20 MiB)``."""
         detail = ", ".join(f"{name} {shown_bytes(size)}" for name, size in self.parts.items())
-        return f"about {shown_bytes(self.total)} ({detail})"
+        return f"about {shown_bytes(self.total)} ({detail}; the ingest before them {shown_bytes(self.ingest)})"
 
     def particles_within(self, limit: int) -> int:
         """The most particles whose forecast is within ``limit`` bytes, the rest of the plan unchanged (0: none)."""
-        if not self.bytes_per_particle:
+        if not self.bytes_per_particle or self.ingest > limit:
             return 0
-        room = limit - (self.total - self.parts.get("particles", 0))
+        room = limit - (sum(self.parts.values()) - self.parts.get("particles", 0))
         return max(0, room // self.bytes_per_particle)
 
 
+def ingest_bytes(*, source_format: str, columns: int, n: int) -> int:
+    """Bytes DuckDB holds while it writes the raw table (:mod:`dqrelease.inputs.ingest`), from public quantities.
+
+    A wide source: :data:`WIDE_INGEST_BASE_BYTES` and :data:`WIDE_INGEST_COLUMN_BYTES` a column, whatever ``n``.
+    Any other: each of DuckDB's threads (one per core) holds a row group of at most :data:`DUCKDB_ROW_GROUP_ROWS`
+    rows of text (a basket file's long table has two columns). DuckDB's cache of the written blocks, which it gives
+    back when memory is short, is not counted.
+    """
+    if is_wide_ingest(source_format, columns):
+        return WIDE_INGEST_BASE_BYTES + columns * WIDE_INGEST_COLUMN_BYTES
+    width = 2 if source_format == "transactions" else columns
+    return (os.cpu_count() or 1) * min(n, DUCKDB_ROW_GROUP_ROWS) * width * INGEST_TEXT_CELL_BYTES
+
+
 def estimate_release_memory(
-    plan: ReleasePlan, *, n: int, domain: Domain, workload: Workload, rows: int
+    plan: ReleasePlan, *, n: int, domain: Domain, workload: Workload, rows: int, source_format: str
 ) -> MemoryEstimate:
     """The forecast peak memory of ``dqrelease run`` for ``plan`` (see the module docstring for the model).
 
@@ -172,6 +216,7 @@ def estimate_release_memory(
         domain: The schema's public domain.
         workload: The public workload.
         rows: Rows to publish.
+        source_format: The source's format (``source.format``), for the ingest (:func:`ingest_bytes`).
     """
     columns = len(domain)
     parameters = plan.parameters
@@ -209,7 +254,8 @@ def estimate_release_memory(
     cell_bytes = binary * PUBLISHED_BINARY_CELL_BYTES + (columns - binary) * PUBLISHED_CELL_BYTES
     parts["rows"] = min(rows, chunk_rows_for(columns, most=PUBLISH_CHUNK_ROWS)) * cell_bytes
     parts["data"] = n * columns * domain.code_dtype.itemsize
-    return MemoryEstimate(parts=parts, particles=particles, bytes_per_particle=per_particle)
+    return MemoryEstimate(parts=parts, ingest=ingest_bytes(source_format=source_format, columns=columns, n=n),
+                          particles=particles, bytes_per_particle=per_particle)
 
 
 @dataclass(frozen=True, kw_only=True)

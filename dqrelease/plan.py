@@ -187,7 +187,8 @@ def release_memory(config: ReleaseConfig, plan: ReleasePlan, *, n: int, workload
     """The memory forecast of ``plan`` (:func:`dqrelease.memory_estimate.estimate_release_memory`)."""
     from dqrelease.memory_estimate import estimate_release_memory
 
-    return estimate_release_memory(plan, n=n, domain=workload.domain, workload=workload, rows=config.output.rows or n)
+    return estimate_release_memory(plan, n=n, domain=workload.domain, workload=workload, rows=config.output.rows or n,
+                                   source_format=config.source.format)
 
 
 def check_release_memory(config: ReleaseConfig, plan: ReleasePlan, *, n: int, workload: Workload) -> MemoryEstimate:

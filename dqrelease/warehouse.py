@@ -52,16 +52,18 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 
 
-def connect(path: Path | None) -> duckdb.DuckDBPyConnection:
+def connect(path: Path | None, *, threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """Open a DuckDB connection with the progress bar disabled.
 
     Args:
         path: Database file (created if missing), or ``None`` for an in-memory database.
+        threads: DuckDB's worker threads; ``None`` keeps its default (one per core).
 
     Returns:
         The connection; use it as a context manager or close it.
     """
-    con = duckdb.connect(":memory:" if path is None else str(path))
+    config = {} if threads is None else {"threads": threads}
+    con = duckdb.connect(":memory:" if path is None else str(path), config=config)
     con.execute("set enable_progress_bar = false")
     return con
 
@@ -96,14 +98,32 @@ def _private_umask() -> Iterator[None]:
 
 
 @contextmanager
-def private_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+def private_database(
+    path: Path, *, row_group_rows: int | None = None, threads: int | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection (see :func:`connect`) to a database file of private data, closed on exit.
 
     The file and everything DuckDB creates beside it while the connection is open are created 0600 (folders 0700),
     never chmod-ed after (:func:`_private_umask`).
+
+    Args:
+        path: The database file (created if missing).
+        row_group_rows: Rows per row group of the tables this connection writes (DuckDB's ``ROW_GROUP_SIZE``, a
+            multiple of 2,048); ``None`` keeps DuckDB's default (122,880). DuckDB holds a row group being written
+            in memory, so a wide table is written in smaller ones (:func:`dqrelease.inputs.ingest.ingest_database`).
+            The file is then attached (``sql/attach_working.sql``) to an in-memory connection, whose spill folder is
+            set to the one DuckDB uses beside the file.
+        threads: DuckDB's worker threads (:func:`connect`).
     """
-    with _private_umask(), connect(path) as con:
-        yield con
+    with _private_umask():
+        if row_group_rows is None:
+            with connect(path, threads=threads) as con:
+                yield con
+            return
+        with connect(None, threads=threads) as con:
+            run_script(con, "attach_working", variables={
+                "working_path": str(path), "spill_folder": f"{path}.tmp", "row_group_rows": row_group_rows})
+            yield con
 
 
 def quote_identifier(name: str) -> str:

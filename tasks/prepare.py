@@ -12,7 +12,7 @@ from dqrelease.errors import ValidationFailedError
 from dqrelease.expectations.validate import validate_table
 from dqrelease.inputs.config import ReleaseConfig, load_config
 from dqrelease.inputs.discretize import discretize
-from dqrelease.inputs.ingest import ingest_source
+from dqrelease.inputs.ingest import ingest_database, ingest_source
 from dqrelease.inputs.schema import Schema, load_schema, rule_actions
 from dqrelease.outputs.private_files import write_internal
 from dqrelease.outputs.runs import RunContext
@@ -37,7 +37,7 @@ def load_release_config(config_path: str) -> tuple[ReleaseConfig, Schema]:
 @private_errors
 def ingest_raw(config: ReleaseConfig, schema: Schema, run: RunContext) -> int:
     """Load the raw table into the working DuckDB file; return its row count."""
-    with private_database(run.database) as con:
+    with ingest_database(run.database, config.source, schema) as con:
         return ingest_source(con, config.source, schema, table=RAW_TABLE)
 
 

@@ -11,6 +11,13 @@ Two layouts of the raw table:
   universe: one ``binary`` column per item id (the column name *is* the item id). Items outside it fail
   validation (:mod:`expectations.validate`).
 
+A wide source of more than :data:`WIDE_INGEST_COLUMNS` declared columns is written on one thread in row groups of
+:data:`WIDE_ROW_GROUP_ROWS` rows (:func:`ingest_database`): DuckDB holds each row group being written in memory, a
+string per cell, and its parallel writer several per thread, so that 10,000 binary columns of 100,000 rows peaked at
+11.3 GiB in 186 s with DuckDB's defaults and peak at 3.5 GiB in 123 s this way (docs/decisions.md, "A wide table is
+ingested on one thread in small row groups"). The memory forecast counts this stage
+(:func:`dqrelease.memory_estimate.ingest_bytes`).
+
 Invariants: no value of the source ever appears in an error message (DuckDB read errors quote the
 offending line, so they are replaced by a message naming only the files' format options); the raw table
 is replaced, never appended to.
@@ -22,7 +29,8 @@ import csv
 import glob
 import gzip
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +41,27 @@ from dqrelease.inputs.columns import BinaryColumn
 from dqrelease.inputs.config import SourceConfig
 from dqrelease.inputs.schema import Schema
 from dqrelease.runtime.pause_points import pause_point
-from dqrelease.warehouse import materialize, query_rows, row_count, run_script, table_columns
+from dqrelease.warehouse import materialize, private_database, query_rows, row_count, run_script, table_columns
 
-__all__ = ["BASKET_COLUMNS", "check_source_files", "ingest_source", "is_basket_table", "source_header"]
+__all__ = [
+    "BASKET_COLUMNS", "WIDE_INGEST_COLUMNS", "WIDE_ROW_GROUP_ROWS", "check_source_files", "ingest_database",
+    "ingest_source", "is_basket_table", "is_wide_ingest", "source_header",
+]
+
+WIDE_INGEST_COLUMNS = 256
+"""Declared columns above which a source is ingested on one thread in row groups of :data:`WIDE_ROW_GROUP_ROWS` rows.
+Measured (``bench/wide_ingest.py``, generated binary columns read from Parquet, medians of 3; peaks above the
+imports): at 100 columns and 2 million rows DuckDB's parallel default is the faster (10.0 s against 13.3 s; 0.38
+against 0.17 GiB); at 1,000 columns and 100,000 rows one thread is faster and smaller (8.3 s and 0.66 GiB against
+12.4 s and 1.07 GiB), at 3,000 columns 28.0 s and 1.86 GiB against 45.9 s and 3.14 GiB, at 10,000 columns 123 s and
+2.67 GiB against 186 s and 10.4 GiB. The boundary lies between 100 and 1,000 columns; at 256 columns DuckDB's default
+holds about a row group of text per thread (2 x 122,880 x 256 x 16 bytes: 0.94 GiB)."""
+
+WIDE_ROW_GROUP_ROWS = 32_768
+"""Rows per row group of a wide source's raw table (DuckDB's default is 122,880). Tried at 10,000 columns on one
+thread (exploratory, one run each, not kept in bench/results): 2,048, 8,192 and 32,768 rows all peaked at 3.2 to
+3.8 GiB (each column's segment holds at least a 256 KiB block), DuckDB's default row group at 10.8 GiB (it holds the
+whole row group being written); the largest of the three keeps the most rows per group for the scans after."""
 
 BASKET_COLUMNS = ("row_id", "item")
 """Columns of the long basket table written for ``format = "transactions"``."""
@@ -74,6 +100,29 @@ def ingest_source(con: duckdb.DuckDBPyConnection, source: SourceConfig, schema: 
         run_script(con, "source_cleanup")
     pause_point("ingest")  # test-only (dqrelease.runtime.pause_points); inert unless DQRELEASE_TEST_PAUSE_AT=ingest
     return records
+
+
+def is_wide_ingest(source_format: str, columns: int) -> bool:
+    """Whether a source is ingested as a wide one: a table, not baskets, of many columns.
+
+    Wide means more than :data:`WIDE_INGEST_COLUMNS` declared columns.
+    """
+    return source_format != "transactions" and columns > WIDE_INGEST_COLUMNS
+
+
+@contextmanager
+def ingest_database(path: Path, source: SourceConfig, schema: Schema) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The working database's connection that :func:`ingest_source` loads ``source`` with.
+
+    A wide source (:func:`is_wide_ingest`) gets one thread and row groups of :data:`WIDE_ROW_GROUP_ROWS` rows; any
+    other the defaults of :func:`dqrelease.warehouse.private_database`. The raw table's rows do not depend on it.
+    """
+    if is_wide_ingest(source.format, len(schema.names)):
+        with private_database(path, row_group_rows=WIDE_ROW_GROUP_ROWS, threads=1) as con:
+            yield con
+    else:
+        with private_database(path) as con:
+            yield con
 
 
 def is_basket_table(columns: list[str], schema: Schema) -> bool:
@@ -354,6 +403,12 @@ def _guard_read(action: Callable[[], None], source: SourceConfig) -> None:
             raise
         raise ConfigInvalidError(
             f"source table {source.table!r} was not found in {source.database}; fix source.table"
+        ) from None
+    except duckdb.OutOfMemoryException:
+        raise ConfigInvalidError(
+            "the source could not be ingested: DuckDB ran out of memory writing the raw table (a wide table holds "
+            "about 256 KiB a column, see `dqrelease plan`'s memory line); free memory on this machine, or release "
+            "fewer columns at a time"
         ) from None
     except duckdb.Error as error:
         raise ValidationFailedError(

@@ -37,7 +37,10 @@ from dqrelease.memory_estimate import (
     PUBLISHED_CELL_BYTES,
     RECORD_CELL_BYTES,
     UNIVERSE_RECORD_BYTES,
+    WIDE_INGEST_BASE_BYTES,
+    WIDE_INGEST_COLUMN_BYTES,
     estimate_release_memory,
+    ingest_bytes,
     memory_limit,
 )
 from dqrelease.runtime.chunks import CHUNK_CELLS, chunk_rows_for
@@ -57,7 +60,8 @@ def _fitted(particles: int) -> ReleasePlan:
 def test_the_particles_part_is_particles_times_the_bytes_of_one_particle(columns: int, particles: int):
     domain = Domain.binary(columns)
     workload = all_kway_marginals(domain, 1)  # binary marginals are not complete: the fit measures columns and pairs
-    estimate = estimate_release_memory(_fitted(particles), n=1_000, domain=domain, workload=workload, rows=1_000)
+    estimate = estimate_release_memory(_fitted(particles), n=1_000, domain=domain, workload=workload, rows=1_000,
+                                       source_format="csv")
 
     marginals = columns + columns * (columns - 1) // 2
     one = columns * PARTICLE_CELL_BYTES + marginals * CELL_INDEX_BYTES + PARTICLE_BYTES
@@ -68,7 +72,8 @@ def test_the_particles_part_is_particles_times_the_bytes_of_one_particle(columns
 def test_the_forecast_grows_by_the_particles_times_the_bytes_of_one():
     domain = Domain.categorical({"a": 4, "b": 3, "c": 5})
     workload = all_kway_marginals(domain, 2)  # complete marginals: the fit measures the workload itself
-    small, large = (estimate_release_memory(_fitted(r), n=500, domain=domain, workload=workload, rows=500)
+    small, large = (estimate_release_memory(_fitted(r), n=500, domain=domain, workload=workload, rows=500,
+                                            source_format="csv")
                     for r in (10_000, 30_000))
 
     one = 3 * PARTICLE_CELL_BYTES + workload.n_marginals * CELL_INDEX_BYTES + PARTICLE_BYTES
@@ -81,7 +86,7 @@ def test_mwem_on_particles_holds_its_support_on_the_workload_marginals():
     domain = Domain.binary(30)
     workload = all_kway_marginals(domain, 1)
     plan = _plan({"support_size": 50_000}, mechanism="mwem-particles")
-    estimate = estimate_release_memory(plan, n=1_000, domain=domain, workload=workload, rows=1_000)
+    estimate = estimate_release_memory(plan, n=1_000, domain=domain, workload=workload, rows=1_000, source_format="csv")
 
     assert estimate.parts["particles"] == 50_000 * (30 * PARTICLE_CELL_BYTES + 30 * CELL_INDEX_BYTES + PARTICLE_BYTES)
 
@@ -91,7 +96,8 @@ def test_the_oracle_answers_rows_and_data_parts_follow_their_formulas():
     workload = all_kway_marginals(domain, 1)
     oracle = {"kind": "portfolio", "num_workers": 3}
     plan = _plan({"samples": 250, "oracle": oracle})
-    estimate = estimate_release_memory(plan, n=40_000, domain=domain, workload=workload, rows=5_000_000)
+    estimate = estimate_release_memory(plan, n=40_000, domain=domain, workload=workload, rows=5_000_000,
+                                       source_format="csv")
 
     per_worker = 250 * ORACLE_BYTES_PER_SAMPLE + 307 * ORACLE_BYTES_PER_BIT
     assert estimate.parts["oracle"] == ORACLE_BASE_BYTES + 3 * per_worker
@@ -109,7 +115,7 @@ def test_the_oracle_answers_rows_and_data_parts_follow_their_formulas():
 def test_the_whole_domain_or_output_table_of_a_mechanism_is_counted(mechanism: str, part: str, expected: int):
     domain = Domain.categorical({"a": 4, "b": 3, "c": 5})
     estimate = estimate_release_memory(_plan({}, mechanism=mechanism), n=900, domain=domain,
-                                       workload=all_kway_marginals(domain, 1), rows=700)
+                                       workload=all_kway_marginals(domain, 1), rows=700, source_format="csv")
     assert estimate.parts[part] == expected
     assert "particles" not in estimate.parts and "oracle" not in estimate.parts
 
@@ -117,8 +123,35 @@ def test_the_whole_domain_or_output_table_of_a_mechanism_is_counted(mechanism: s
 def test_binary_columns_publish_smaller_cells():
     domain = Domain.binary(10)
     estimate = estimate_release_memory(_plan({}), n=100, domain=domain, workload=all_kway_marginals(domain, 1),
-                                       rows=100)
+                                       rows=100, source_format="csv")
     assert estimate.parts["rows"] == 100 * 10 * PUBLISHED_BINARY_CELL_BYTES
+
+
+def test_the_ingest_holds_a_row_group_per_thread_or_a_block_per_column_of_a_wide_table(monkeypatch):
+    import dqrelease.memory_estimate as memory
+
+    monkeypatch.setattr(memory.os, "cpu_count", lambda: 2)
+    assert ingest_bytes(source_format="csv", columns=15, n=48_842) == 2 * 48_842 * 15 * memory.INGEST_TEXT_CELL_BYTES
+    assert ingest_bytes(source_format="parquet", columns=42, n=10**8) == 2 * 122_880 * 42 * 16  # at most a row group
+    assert ingest_bytes(source_format="transactions", columns=5_000, n=10**6) == 2 * 122_880 * 2 * 16  # long table
+    wide = ingest_bytes(source_format="parquet", columns=10_000, n=10**6)
+    assert wide == ingest_bytes(source_format="csv", columns=10_000, n=10**3)
+    assert wide == WIDE_INGEST_BASE_BYTES + 10_000 * WIDE_INGEST_COLUMN_BYTES
+    assert 2.67 * GIB <= wide <= 2 * 2.67 * GIB  # 2.67 GiB measured above the imports (bench/results/wide_ingest.md)
+
+
+def test_the_peak_is_the_larger_of_the_ingest_and_the_parts_held_after_it():
+    narrow, wide = Domain.binary(20), Domain.binary(2_000)
+    plan = _plan({"samples": 10, "oracle": {"kind": "cpsat"}})
+    small = estimate_release_memory(plan, n=1_000, domain=narrow, workload=all_kway_marginals(narrow, 1), rows=1_000,
+                                    source_format="csv")
+    assert small.ingest < sum(small.parts.values()) == small.total
+    large = estimate_release_memory(plan, n=1_000, domain=wide, workload=all_kway_marginals(wide, 1), rows=1_000,
+                                    source_format="parquet")
+    assert large.ingest == WIDE_INGEST_BASE_BYTES + 2_000 * WIDE_INGEST_COLUMN_BYTES == large.total
+    assert large.total > sum(large.parts.values())
+    assert large.shown().endswith(f"; the ingest before them {large.ingest / 2**20:.0f} MiB)")
+    assert large.particles_within(large.ingest - 1) == 0
 
 
 def test_the_default_limit_is_the_safety_fraction_of_the_machine_and_the_key_replaces_it():
@@ -172,8 +205,21 @@ def test_a_small_schema_is_planned_with_its_memory_line(tmp_path: Path, quick_ta
     assert result.exit_code == ExitCode.OK, result.output
     text = " ".join(result.stdout.split())
     assert re.search(r"memory about [\d.]+ MiB \(particles [\d.]+ MiB, oracle [\d.]+ MiB, answers \d+ MiB, rows \d+ "
-                     r"MiB, data \d+ MiB\) at the peak; limit [\d.]+ GiB", text), text
+                     r"MiB, data \d+ MiB; the ingest before them \d+ MiB\) at the peak; limit [\d.]+ GiB", text), text
     assert max(len(line) for line in result.stdout.splitlines()) <= 120
+
+
+def test_a_wide_table_whose_ingest_exceeds_the_limit_is_refused_naming_the_ingest(tmp_path: Path, ingest_calls):
+    config = write_binary_release(tmp_path, columns=10_000, n=1_000, mechanism='name = "independent"',
+                                  run="memory_limit_gib = 2")
+    result = CliRunner().invoke(app, ["plan", str(config)])
+
+    assert result.exit_code == ExitCode.INVALID_CONFIG, result.output
+    [line] = result.output.splitlines()
+    assert re.match(r"^error: memory: the forecast of independent is about 2\.94 GiB \(.*; the ingest before them "
+                    r"2\.94 GiB\), over the limit of 2 GiB \(run\.memory_limit_gib\); set run\.memory_limit_gib = 3 "
+                    r"on a machine with 3 GiB to spare$", line), line
+    assert ingest_calls == []
 
 
 def test_the_particle_count_a_refusal_names_fits_the_limit(tmp_path: Path, quick_targets: None, ingest_calls):
@@ -216,7 +262,7 @@ def test_a_publishing_chunk_holds_a_bounded_number_of_cells_whatever_the_width()
         domain = Domain.binary(width)
         plan = _plan({"samples": 10, "oracle": {"kind": "cpsat"}})
         estimate = estimate_release_memory(plan, n=1_000_000, domain=domain,
-                                           workload=all_kway_marginals(domain, 1), rows=1_000_000)
+                                           workload=all_kway_marginals(domain, 1), rows=1_000_000, source_format="csv")
         parts.append(estimate.parts["rows"])
     assert all(part <= CHUNK_CELLS * PUBLISHED_BINARY_CELL_BYTES for part in parts)
     assert parts[1] / parts[0] < 1.01

@@ -131,10 +131,11 @@ def test_the_time_estimate_of_an_oracle_round_is_bounded_by_the_oracle_time_limi
 def test_plan_prints_the_memory_forecast_by_part_and_its_limit(outputs):
     text = " ".join(outputs["narrow"].split())
     found = re.search(r"memory about ([\d.]+) MiB \(particles ([\d.]+) MiB, oracle ([\d.]+) MiB, answers ([\d.]+) MiB, "
-                      r"rows ([\d.]+) MiB, data ([\d.]+) MiB\) at the peak; limit [\d.]+ GiB", text)
+                      r"rows ([\d.]+) MiB, data ([\d.]+) MiB; the ingest before them ([\d.]+) MiB\) at the peak; "
+                      r"limit [\d.]+ GiB", text)
     assert found is not None, text
-    total, *parts = (float(value) for value in found.groups())
-    assert total == pytest.approx(sum(parts), abs=len(parts))  # each part is rounded to a MiB
+    total, *parts, ingest = (float(value) for value in found.groups())
+    assert ingest < total == pytest.approx(sum(parts), abs=len(parts))  # each part is rounded to a MiB
     assert "docs/benchmarks.md, 'Memory forecast'" in text
 
 

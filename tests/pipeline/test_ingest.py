@@ -214,3 +214,63 @@ def test_transactions_need_a_binary_schema(con, tmp_path):
     path.write_text("10 20\n")
     with pytest.raises(ConfigInvalidError, match="binary"):
         ingest_source(con, SourceConfig(format="transactions", paths=[path]), TWO_COLUMNS)
+
+
+# ---------------------------------------------------------------------- wide sources
+def _wide_table(tmp_path: Path, *, columns: int, rows: int) -> tuple[SourceConfig, Schema]:
+    names = [f"c{j}" for j in range(columns)]
+    with duckdb.connect() as source_con:
+        cells = ", ".join(f"((range * {j + 3}) % 7 < 3)::int as c{j}" for j in range(columns))
+        target = tmp_path / "wide.parquet"
+        source_con.execute(f"copy (select {cells} from range({rows})) to '{target}' (format parquet)")
+    schema = _schema([{"name": name, "type": "binary"} for name in names])
+    return SourceConfig(format="parquet", paths=[tmp_path / "wide.parquet"]), schema
+
+
+def _row_groups(con, table: str) -> int:
+    return _rows(con, f"select count(distinct row_group_id) from pragma_storage_info('{table}')")[0][0]
+
+
+def test_a_wide_source_is_written_in_small_row_groups_on_one_thread_with_the_same_rows(tmp_path, monkeypatch):
+    """The row groups and the thread count change how much DuckDB holds, not the raw table (constants shrunk so that
+    6 columns are wide and 2,048 rows make a row group)."""
+    from dqrelease.inputs import ingest
+
+    source, schema = _wide_table(tmp_path, columns=6, rows=5_000)
+    with ingest.ingest_database(tmp_path / "narrow.duckdb", source, schema) as con:
+        assert ingest_source(con, source, schema) == 5_000
+        narrow = _rows(con, "select * from raw")
+        assert _row_groups(con, "raw") == 1
+
+    monkeypatch.setattr(ingest, "WIDE_INGEST_COLUMNS", 5)
+    monkeypatch.setattr(ingest, "WIDE_ROW_GROUP_ROWS", 2_048)
+    with ingest.ingest_database(tmp_path / "wide.duckdb", source, schema) as con:
+        assert _rows(con, "select current_setting('threads')") == [(1,)]
+        assert ingest_source(con, source, schema) == 5_000
+        assert _rows(con, "select * from raw") == narrow  # same rows, same order
+        assert _row_groups(con, "raw") == 3
+    with duckdb.connect(str(tmp_path / "wide.duckdb"), read_only=True) as reopened:  # the raw table is in the file
+        assert reopened.execute("select count(*) from raw").fetchone() == (5_000,)
+    assert (tmp_path / "wide.duckdb").stat().st_mode & 0o777 == 0o600
+
+
+def test_only_tables_of_more_than_256_declared_columns_are_wide_and_baskets_never():
+    from dqrelease.inputs.ingest import WIDE_INGEST_COLUMNS, is_wide_ingest
+
+    assert WIDE_INGEST_COLUMNS == 256
+    assert not is_wide_ingest("csv", 256) and is_wide_ingest("csv", 257) and is_wide_ingest("parquet", 10_000)
+    assert is_wide_ingest("duckdb", 300) and not is_wide_ingest("transactions", 10_000)
+
+
+def test_duckdb_running_out_of_memory_is_one_line_naming_the_fix_not_a_read_error(con, tmp_path, monkeypatch):
+    from dqrelease.inputs import ingest
+
+    source, schema = _wide_table(tmp_path, columns=3, rows=10)
+
+    def out_of_memory(*args, **kwargs):
+        raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data of size 256.0 KiB")
+
+    monkeypatch.setattr(ingest, "materialize", out_of_memory)
+    with pytest.raises(ConfigInvalidError, match=r"^the source could not be ingested: DuckDB ran out of memory .*; "
+                                                 r"free memory on this machine, or release fewer columns at a time$"):
+        ingest_source(con, source, schema)
