@@ -61,7 +61,7 @@ from bench.fidelity import (  # noqa: E402
     published_figures,
     summarise,
 )
-from bench.scale_common import machine, study_grant  # noqa: E402
+from bench.scale_common import machine, save_json_and_markdown, study_grant  # noqa: E402
 from dq_engine import make_rng  # noqa: E402
 from dq_engine.evaluation.fidelity import FidelityReference, fidelity_reference  # noqa: E402
 from dqrelease.inputs.config import AccuracyConfig, ReleaseConfig, load_config  # noqa: E402
@@ -299,9 +299,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def write(result: dict[str, Any], out: Path) -> None:
     """The JSON and, beside it, the Markdown."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    out.with_suffix(".md").write_text(markdown(result))
+    save_json_and_markdown(out, result, markdown(result), default=str)
 
 
 def comparisons(result: dict[str, Any]) -> list[dict[str, Any]]:

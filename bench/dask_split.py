@@ -53,7 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from scale_common import ROOT, machine
+from scale_common import ROOT, machine, save_json_and_markdown
 from scale_rows import TABLES, build_table, environment, prepare_prefect_home, write_config
 
 ROWS = 5_000_000
@@ -307,9 +307,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     report["load_after"] = _uptime()
     report["split"] = split(report["dask"])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(report))
+    save_json_and_markdown(args.out, report, markdown(report))
     print(markdown(report))
     if not math.isfinite(report["split"]["worker_fraction"]):
         raise SystemExit("no worker time was measured")

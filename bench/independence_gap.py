@@ -29,7 +29,6 @@ Usage (shared data needed; about a minute per table)::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -42,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.fidelity import SETTINGS, bnlearn_setting, run_ours  # noqa: E402
-from bench.scale_common import machine  # noqa: E402
+from bench.scale_common import machine, save_json_and_markdown  # noqa: E402
 from dq_engine.data.workload import Workload  # noqa: E402
 from dq_engine.evaluation.fidelity import fidelity_reference  # noqa: E402
 
@@ -128,9 +127,7 @@ def main() -> None:
         print(f"{name}: exact product {entry['exact_product']:.4f}, mechanism {entry['mechanism_median']:.4f} "
               f"{entry['mechanism_range']}", flush=True)
     report["load_after"] = round(os.getloadavg()[0], 2)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(report))
+    save_json_and_markdown(args.out, report, markdown(report))
     print(markdown(report))
 
 

@@ -166,6 +166,13 @@ def cpsat_calls(oracle: dict) -> int:
     return sum(count for status, count in oracle["statuses"].items() if status not in ("NOT_RUN", "SKIPPED_DENSE"))
 
 
+def save_json_and_markdown(out: Path, result: dict, markdown: str, *, default: Callable | None = None) -> None:
+    """Write ``result`` as JSON to ``out`` (its folder created) and ``markdown`` beside it (``.md``)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, default=default) + "\n")
+    out.with_suffix(".md").write_text(markdown)
+
+
 def save_report(report: dict, out: Path, *, write_csv: Callable, plot: Callable) -> None:
     """Stamp the end-of-run load average, then write the report as JSON beside its CSV table and PNG plot."""
     report["machine"]["load_average_end"] = os.getloadavg()

@@ -71,7 +71,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from scale_common import ROOT, TimedProcess, machine, public_text, run_timed, save_plot, task_times
+from scale_common import (
+    ROOT,
+    TimedProcess,
+    machine,
+    public_text,
+    run_timed,
+    save_json_and_markdown,
+    save_plot,
+    task_times,
+)
 
 EXAMPLES = ROOT / "examples"
 TABLES = {"kdd99": EXAMPLES / "kdd99" / "release.toml", "adult": EXAMPLES / "adult" / "release.toml"}
@@ -446,9 +455,7 @@ def main() -> None:
               "interval_seconds": args.interval,
               "records": records}
     result["machine"]["load_average_end"] = os.getloadavg()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1, default=float))
-    args.out.with_suffix(".md").write_text(growth_markdown(records))
+    save_json_and_markdown(args.out, result, growth_markdown(records), default=float)
     plot(records, args.out.with_suffix(".png"))
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import statistics
 import sys
@@ -50,7 +49,7 @@ from bench.fidelity import (  # noqa: E402
     published_figures,
     run_peer,
 )
-from bench.scale_common import study_grant  # noqa: E402
+from bench.scale_common import save_json_and_markdown, study_grant  # noqa: E402
 from dq_engine.data.dataset import Dataset  # noqa: E402
 from dq_engine.evaluation.fidelity import fidelity_reference  # noqa: E402
 from dq_engine.privacy.public import PublicQuantities  # noqa: E402
@@ -293,9 +292,7 @@ def write(out: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     meta = {**meta, "load_end": os.getloadavg()[0], "written": _now()}
     summary = summarise(rows)
     text = markdown(summary, meta)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": meta, "summary": summary, "runs": rows}, indent=1) + "\n")
-    out.with_suffix(".md").write_text(text)
+    save_json_and_markdown(out, {"meta": meta, "summary": summary, "runs": rows}, text)
     return text
 
 

@@ -65,7 +65,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.memory_forecast import binary_column_name, write_binary_release
-from bench.scale_common import ROOT, machine, public_text, run_timed
+from bench.scale_common import ROOT, machine, public_text, run_timed, save_json_and_markdown
 from bench.scale_rows import environment, error_line, plan_forecast, prepare_prefect_home, stage_costs
 
 WIDTHS = (1_000, 10_000)
@@ -91,8 +91,8 @@ FIX = re.compile(
     r"^(?P<key>[\w.]+) = (?P<value>\S+) \(forecast (?P<forecast>[^,)]+)(?:, it chooses (?P<chooses>[\w-]+))?\)$"
 )
 """One fix of ``plan``'s memory refusal: ``key = value (forecast 1.62 GiB[, it chooses dualquery])``."""
-MEMORY_LINE = re.compile(r"^memory\s+(about .*?) at the peak", re.M)
-"""``plan``'s memory line (its first line: the forecast and its parts)."""
+MEMORY_LINE = re.compile(r"^memory\s+(about .*?)\s+at\s+the\s+peak", re.M | re.S)
+"""``plan``'s memory line: the forecast and its parts (wrapped over lines when it is long)."""
 
 
 def write_table(path: Path, *, columns: int, rows: int) -> dict:
@@ -340,9 +340,8 @@ def main() -> None:
         result = {"command": public_text(" ".join([".venv/bin/python", *sys.argv])), "smoke": args.smoke,
                   "complete": complete, "cap_minutes": args.cap_minutes, "interval_seconds": args.interval,
                   "records": done}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1, default=float))
-        args.out.with_suffix(".md").write_text(results_markdown([r for r in done if "default_plan" in r]))
+        save_json_and_markdown(args.out, result, results_markdown([r for r in done if "default_plan" in r]),
+                               default=float)
 
     for columns in widths:
         records.append(measure_width(columns, args, env, save=lambda partial: save([*records, partial],

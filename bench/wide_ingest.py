@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.memory_forecast import write_binary_release  # noqa: E402
-from bench.scale_common import machine  # noqa: E402
+from bench.scale_common import machine, save_json_and_markdown  # noqa: E402
 from bench.wide_columns import uptime, write_table  # noqa: E402
 
 LAYOUTS = ("default", "release", "wide")
@@ -142,9 +142,7 @@ def main() -> None:
         records = [measure_width(columns, rows, repeats, Path(work), tuple(args.layouts)) for columns in widths]
     out = {"command": "bench/wide_ingest.py " + " ".join(sys.argv[1:]), "smoke": args.smoke, "machine": machine(),
            "records": records}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(results_markdown(records))
+    save_json_and_markdown(args.out, out, results_markdown(records))
     print(results_markdown(records))
 
 
