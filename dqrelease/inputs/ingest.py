@@ -117,12 +117,10 @@ def ingest_database(path: Path, source: SourceConfig, schema: Schema) -> Iterato
     A wide source (:func:`is_wide_ingest`) gets one thread and row groups of :data:`WIDE_ROW_GROUP_ROWS` rows; any
     other the defaults of :func:`dqrelease.warehouse.private_database`. The raw table's rows do not depend on it.
     """
-    if is_wide_ingest(source.format, len(schema.names)):
-        with private_database(path, row_group_rows=WIDE_ROW_GROUP_ROWS, threads=1) as con:
-            yield con
-    else:
-        with private_database(path) as con:
-            yield con
+    wide = is_wide_ingest(source.format, len(schema.names))
+    layout = {"row_group_rows": WIDE_ROW_GROUP_ROWS, "threads": 1} if wide else {}
+    with private_database(path, **layout) as con:
+        yield con
 
 
 def is_basket_table(columns: list[str], schema: Schema) -> bool:
