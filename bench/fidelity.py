@@ -16,6 +16,10 @@ What runs (one row of ``bench/results/fidelity.csv`` per setting, mechanism, ε 
     workload: its rows are those of the ``adult-pgm`` run with the same ε and seed, scored on this workload);
   - ``kdd99``: KDD Cup 99 10 % (``examples/kdd99/release.toml`` and its schema with its rules, data through
     ``DQRELEASE_DATA``; 494,021 rows, 42 columns), the config's workload;
+  - ``adult-64`` and ``kdd99-64``: Adult as shipped and KDD99, each with 64 random 3-way marginals of its own
+    columns (``random_marginals(domain, 3, 64, make_rng(0))``) instead of the config's workload: the held-out
+    tables of the rule that measures every marginal of a small workload (chosen on ``adult-pgm-64``). Ours and
+    independent columns only, with MST's rows of ``adult`` / ``kdd99`` scored on this workload;
 
 * **mechanisms**: every entry of :data:`dqrelease.mechanisms.MECHANISMS`, planned and run by the pipeline's own
   :func:`~dqrelease.mechanisms.plan_mechanism` / :func:`~dqrelease.mechanisms.run_mechanism` with its default
@@ -215,6 +219,19 @@ def _adult_pgm(workload: str) -> Callable[[bool], Loaded]:
     return load
 
 
+def _random_triples(load: Callable[[bool], Loaded]) -> Callable[[bool], Loaded]:
+    """``load``'s data and rules with 64 random 3-way marginals of its columns as the workload (public seed)."""
+
+    def with_triples(smoke: bool) -> Loaded:
+        from bench.mechanisms import WORKLOAD_SEED
+
+        loaded = load(smoke)
+        workload = random_marginals(loaded.data.domain, 3, 64, make_rng(WORKLOAD_SEED))
+        return dataclasses.replace(loaded, workload=workload)
+
+    return with_triples
+
+
 def bnlearn_setting(network: str, rows: int) -> Callable[[bool], Loaded]:
     """``rows`` records forward-sampled from a bnlearn network (public seed), with the default workload."""
 
@@ -250,6 +267,12 @@ SETTINGS: dict[str, Setting] = {
                                                                         smoke=smoke)),
     "hailfinder": Setting(name="hailfinder", load=bnlearn_setting("hailfinder", 50_000),
                           mechanisms=("independent", "dualquery", "mwem-particles", "mst", "aim")),
+    "adult-64": Setting(name="adult-64", load=_random_triples(lambda smoke: _release_dataset(
+        ROOT / "examples/adult/release.toml", smoke=smoke)), mechanisms=("independent", "dualquery", "mwem-particles",
+                                                                          "mst"), peer_rows_from={"mst": "adult"}),
+    "kdd99-64": Setting(name="kdd99-64", load=_random_triples(lambda smoke: _release_dataset(
+        ROOT / "examples/kdd99/release.toml", smoke=smoke)), mechanisms=("independent", "dualquery", "mwem-particles",
+                                                                          "mst"), peer_rows_from={"mst": "kdd99"}),
 }
 """Every setting, in the order they run."""
 
@@ -259,6 +282,8 @@ WORKLOAD_LABELS = {
     "adult-pgm-64": "64 random 3-way marginals (random_marginals, seed 0; the old ADULT-64 workload)",
     "kdd99": "the config's: all 1-way + all 2-way + 64 random 3-way marginals (seed 0)",
     "hailfinder": "default: all 1-way + all 2-way + 64 random 3-way marginals (seed 0)",
+    "adult-64": "64 random 3-way marginals of its columns (random_marginals, seed 0)",
+    "kdd99-64": "64 random 3-way marginals of its columns (random_marginals, seed 0)",
 }
 
 

@@ -62,6 +62,10 @@ RULES = {
     "estimator-mirror": {"MWEM_PARTICLES_FINAL_ESTIMATOR": "mirror"},
     "mix-noise": {"MWEM_PARTICLES_PRIOR_MIX_RULE": "noise"},
     "mix-fixed": {"MWEM_PARTICLES_PRIOR_MIX_RULE": "fixed"},
+    "select-share-0.1": {"MWEM_PARTICLES_SELECT_SHARE": 0.1},
+    "rounds-cap-80": {"MWEM_PARTICLES_ROUNDS_CAP": 80},
+    "measure-all": {"MWEM_PARTICLES_MEASURE_ALL_CAP": 100},
+    "measure-all-off": {"MWEM_PARTICLES_MEASURE_ALL_CAP": 0},
 }
 """Variant: the constants of ``dq_engine.mechanisms.defaults`` it sets during its runs (the rest are the registry's)."""
 EPSILONS = (0.1, 1.0)

@@ -349,7 +349,7 @@ def particles_forecast(shape: ForecastShape, config: MWEMConfig, *, label: str) 
     sigma_prior = math.sqrt(shape.workload_columns / config.support_budget) / n
     sigma_measure = 1.0 / (n * math.sqrt(config.measure_rho))
     sigma_rows = _sampling_sigma(shape)
-    floor = _selection_floor(shape, config.select_epsilon)
+    floor = 0.0 if config.select == "all" else _selection_floor(shape, config.select_epsilon)  # "all": no draws
     prior = max_of_gaussians(math.hypot(sigma_prior, sigma_rows), shape.one_way_cells)
     one_way = _capped(math.hypot(PRIOR_FIT_FACTOR * prior, ONE_WAY_FIT_FLOOR))
     noise = max_of_gaussians(math.hypot(sigma_measure, sigma_rows), shape.workload_cells)
@@ -365,8 +365,10 @@ def particles_forecast(shape: ForecastShape, config: MWEMConfig, *, label: str) 
         workload_max=Figure(value=workload, source="calibrated", ratios=FIT_FORECAST_RATIOS, how=(
             f"max(worst one-way, hypot({WORKLOAD_FIT_FACTOR:g} x hypot(noise, selection), {WORKLOAD_FIT_FLOOR:g} x "
             f"sqrt(M/T))): sigma_measure = 1/(n sqrt({config.measure_rho:.3g})) = {sigma_measure:.3g} over W = "
-            f"{shape.workload_cells} cells, selection 2 ln(2N)/(n {config.select_epsilon:.3g}) = {floor:.3g}, "
-            f"M/T = {len(shape.marginal_cells)}/{config.rounds} marginals per round")),
+            f"{shape.workload_cells} cells, "
+            + ("selection 0 (every workload marginal measured, none selected), " if config.select == "all" else
+               f"selection 2 ln(2N)/(n {config.select_epsilon:.3g}) = {floor:.3g}, ")
+            + f"M/T = {len(shape.marginal_cells)}/{config.rounds} marginals per round")),
     )
 
 

@@ -58,6 +58,12 @@ with :class:`~dq_engine.errors.UniverseTooLargeError`: that is where DualQuery, 
   spent on fitting noise, and a marginal of many cells must be that much further off to be chosen. Sensitivity
   ``2/n`` (replace-one moves two cells of a marginal by ``1/n`` each). ``select="alternate"`` uses that score in
   the odd rounds and the query of largest error in the even ones.
+* ``select="all"`` (with ``measure="marginal"``) selects nothing: round ``t`` measures the workload's marginal
+  ``t mod M``, so ``T = M`` rounds measure each once, and the selections' budget goes to the measurements
+  (``select_epsilon = 0``, no exponential-mechanism draw). When the budget can measure every workload marginal
+  at a useful noise, adaptivity only costs budget: the measure-everything design of the workload-answering
+  baselines (the Gaussian mechanism on the workload, then a consistent estimate, as Private-PGM's estimation
+  does for its measurements: McKenna, Sheldon & Miklau 2019).
 * ``candidates="closure"`` lets the rounds select and measure every marginal inside a workload marginal too (the
   workload's *downward closure*, AIM's candidates: a 3-way marginal's pairs and single columns), when the workload
   is made of complete marginals and the closure has at most :data:`MAX_CLOSURE_MARGINALS`. A pair measured itself
@@ -155,14 +161,15 @@ class MWEMConfig:
 
     Attributes:
         rounds: ``T`` >= 1.
-        select_epsilon: Pure ε of each exponential-mechanism draw (HLM: ``ε/2T``).
+        select_epsilon: Pure ε of each exponential-mechanism draw (HLM: ``ε/2T``); 0 with ``select="all"``.
         measure_epsilon: Laplace ε of each measurement (``measure_noise="laplace"``; HLM: ``ε/2T``).
         measure_rho: Gaussian ρ of each measurement (``measure_noise="gaussian"``).
         measure_noise: ``"laplace"`` (pure ε, HLM) or ``"gaussian"`` (zCDP).
         measure: ``"query"`` (HLM) or ``"marginal"`` (every workload cell of the selected query's marginal).
         select: ``"query"`` (the query of largest error, HLM), ``"marginal"`` (the marginal of largest L1 error
             beyond its expected noise, as AIM; needs ``measure="marginal"``) or ``"alternate"`` (the marginal's
-            score in odd rounds, the query's in even ones).
+            score in odd rounds, the query's in even ones) or ``"all"`` (no selection: the workload's marginals in
+            turn; module docstring).
         candidates: ``"workload"`` (the workload's marginals) or ``"closure"`` (also every marginal inside one;
             module docstring).
         learning_rate: λ of the update ``exp(λ q(x)(m - q(A)))`` in fraction units (HLM: 1/2).
@@ -203,7 +210,7 @@ class MWEMConfig:
     measure_rho: float = 0.0
     measure_noise: NoiseKind = "laplace"
     measure: Literal["query", "marginal"] = "query"
-    select: Literal["query", "marginal", "alternate"] = "query"
+    select: Literal["query", "marginal", "alternate", "all"] = "query"
     candidates: Literal["workload", "closure"] = "workload"
     learning_rate: float = 0.5
     replay_sweeps: int = 1
@@ -228,7 +235,10 @@ class MWEMConfig:
     def __post_init__(self) -> None:
         if self.rounds < 1:
             raise ConfigError(f"rounds ({self.rounds}) must be >= 1")
-        if not (self.select_epsilon > 0 and math.isfinite(self.select_epsilon)):
+        if self.select == "all":
+            if self.select_epsilon != 0:
+                raise ConfigError(f"select='all' draws no selection: select_epsilon ({self.select_epsilon}) must be 0")
+        elif not (self.select_epsilon > 0 and math.isfinite(self.select_epsilon)):
             raise ConfigError(f"select_epsilon ({self.select_epsilon}) must be finite and > 0")
         if self.measure_noise not in ("laplace", "gaussian"):
             raise ConfigError(f"measure_noise ({self.measure_noise!r}) must be 'laplace' or 'gaussian'")
@@ -238,8 +248,8 @@ class MWEMConfig:
             raise ConfigError("Gaussian measurements need measure_rho > 0 and measure_epsilon = 0")
         if self.measure not in ("query", "marginal"):
             raise ConfigError(f"measure ({self.measure!r}) must be 'query' or 'marginal'")
-        if self.select not in ("query", "marginal", "alternate"):
-            raise ConfigError(f"select ({self.select!r}) must be 'query', 'marginal' or 'alternate'")
+        if self.select not in ("query", "marginal", "alternate", "all"):
+            raise ConfigError(f"select ({self.select!r}) must be 'query', 'marginal', 'alternate' or 'all'")
         if self.candidates not in ("workload", "closure"):
             raise ConfigError(f"candidates ({self.candidates!r}) must be 'workload' or 'closure'")
         if self.candidates == "closure" and self.measure != "marginal":
@@ -296,6 +306,7 @@ _SELECT_WORDS = {
     "marginal": "by AIM's score",
     "alternate": "by AIM's score and by the largest query in turn",
 }
+_ALL_WORDS = "measures one of the workload's marginals in turn, each once, with no selection"
 _CANDIDATE_WORDS = {
     "workload": "among the workload's marginals",
     "closure": "among the workload's marginals and every marginal inside one",
@@ -303,14 +314,16 @@ _CANDIDATE_WORDS = {
 
 
 def selection_words(config: MWEMConfig) -> str:
-    """How a round of ``config`` selects its marginal, in the words of a plan's note (public)."""
-    return f"{_SELECT_WORDS[config.select]}, {_CANDIDATE_WORDS[config.candidates]}"
+    """What a round of ``config`` measures, in the words of a plan's note (public): "each round ..." ."""
+    if config.select == "all":
+        return _ALL_WORDS
+    return f"selects a marginal {_SELECT_WORDS[config.select]}, {_CANDIDATE_WORDS[config.candidates]}"
 
 
 
 # ---------------------------------------------------------------------- accounting
 def mwem_events(config: MWEMConfig) -> list[PrivacyEvent]:
-    """The prior's measurement (if any), ``T`` selections and ``T`` measurements."""
+    """The prior's measurement (if any), ``T`` selections (none with ``select="all"``) and ``T`` measurements."""
     events: list[PrivacyEvent] = []
     if config.support == "sampled" and config.support_budget > 0:
         label = "one-way marginals of the support prior"
@@ -318,9 +331,10 @@ def mwem_events(config: MWEMConfig) -> list[PrivacyEvent]:
             events.append(PureDpEvent(epsilon=config.support_budget, count=1, label=label))
         else:
             events.append(ZCDPEvent(rho=config.support_budget, count=1, label=label))
-    events.append(
-        ExponentialMechanismEvent(epsilon=config.select_epsilon, count=config.rounds, label="query selections")
-    )
+    if config.select != "all":
+        events.append(
+            ExponentialMechanismEvent(epsilon=config.select_epsilon, count=config.rounds, label="query selections")
+        )
     if config.measure_noise == "laplace":
         events.append(PureDpEvent(epsilon=config.measure_epsilon, count=config.rounds, label="Laplace measurements"))
     else:
@@ -341,7 +355,8 @@ def calibrate_mwem(
     """Per-step budgets whose composed cost in ``mode`` is at most ``(epsilon, delta)``.
 
     The budget is split in *shares*: ``support_share`` for the prior (if > 0) and, of the rest,
-    ``select_share`` for the selections and ``1 - select_share`` for the measurements. Shares are of ε
+    ``select_share`` for the selections and ``1 - select_share`` for the measurements (``select_share = 0``: no
+    selections, every round's budget measures, as ``select="all"`` runs). Shares are of ε
     (basic composition) for Laplace in paper mode and of ρ otherwise; one scale factor is then maximised
     by bisection on the exact composed cost, so the result never exceeds the target.
 
@@ -353,8 +368,8 @@ def calibrate_mwem(
     """
     if not epsilon > 0:
         raise AccountingError(f"target epsilon ({epsilon}) must be > 0")
-    if not 0 < select_share < 1:
-        raise ConfigError(f"select_share ({select_share}) must be in (0, 1)")
+    if not 0 <= select_share < 1:
+        raise ConfigError(f"select_share ({select_share}) must be in [0, 1)")
     if not 0 <= support_share < 1:
         raise ConfigError(f"support_share ({support_share}) must be in [0, 1)")
     if rounds < 1:
@@ -403,6 +418,8 @@ def _budget_config(rounds: int, measure_noise: NoiseKind, values: dict[str, floa
     return MWEMConfig(
         rounds=rounds,
         measure_noise=measure_noise,
+        measure="marginal" if values["select_epsilon"] == 0 else "query",
+        select="all" if values["select_epsilon"] == 0 else "query",
         support="sampled" if values["support_budget"] > 0 else "universe",
         delta=delta,
         **values,
@@ -416,6 +433,15 @@ def _answers(distribution: UniverseDistribution | ParticleDistribution, index: M
     for m in range(index.n_marginals):
         out[starts[m] : starts[m + 1]] = distribution.table(m)[index.query_cells[m]]
     return out
+
+
+def _positions(workload: Workload, marginals: list[tuple[int, ...]]) -> list[int]:
+    """Where each of ``marginals`` (rows of a workload's ``marginals``) is among ``workload``'s (its closure's)."""
+    def attributes(row: tuple[int, ...] | list[int]) -> tuple[int, ...]:
+        return tuple(a for a in row if a >= 0)
+
+    where = {attributes(row): m for m, row in enumerate(workload.marginals.tolist())}
+    return [where[attributes(row)] for row in marginals]
 
 
 def _closure(workload: Workload, index: MarginalIndex) -> Workload:
@@ -586,6 +612,7 @@ def mwem(
     require_grant(grant, mechanism="MWEM").spend(mwem_events(config), mechanism="MWEM")
     domain = data.domain
     index = MarginalIndex(workload)
+    in_turn = [tuple(row) for row in workload.marginals.tolist()] if config.select == "all" else []
     if config.candidates == "closure":
         closed = _closure(workload, index)
         if closed is not workload:
@@ -626,12 +653,16 @@ def mwem(
         )
 
     budget = config.measure_epsilon if config.measure_noise == "laplace" else config.measure_rho
-    expected_noise = _expected_noise_l1(sizes_queried, config, budget, n) if config.select != "query" else None
-    estimates = _answers(distribution, index)
+    selects = config.select != "all"
+    expected_noise = None if config.select in ("query", "all") else _expected_noise_l1(sizes_queried, config, budget, n)
+    order = _positions(workload, in_turn) if not selects else None
+    estimates = _answers(distribution, index) if selects or config.track_error else None
     for t in range(1, config.rounds + 1):
         began = time.perf_counter()
-        chose_query = expected_noise is None or (config.select == "alternate" and t % 2 == 0)
-        if chose_query:
+        chose_query = selects and (expected_noise is None or (config.select == "alternate" and t % 2 == 0))
+        if order is not None:
+            m = order[(t - 1) % len(order)]
+        elif chose_query:
             chosen, _ = select_signed_query(true_answers, estimates, epsilon=config.select_epsilon, n=n, rng=rng)
             m = int(workload.query_marginal[chosen])
         else:
@@ -656,7 +687,8 @@ def mwem(
             distribution.refresh(config.support_moves)
         if average is not None:
             average += distribution.snapshot() / config.rounds
-        estimates = _answers(distribution, index)
+        if estimates is not None:
+            estimates = _answers(distribution, index)
         internal = {}
         if config.track_error:
             error = np.abs(estimates - true_answers)

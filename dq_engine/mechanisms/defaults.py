@@ -49,11 +49,13 @@ __all__ = [
     "MWEM_PARTICLES_FINAL_MIN_SWEEPS",
     "MWEM_PARTICLES_FINAL_SWEEPS",
     "MWEM_PARTICLES_FINAL_TOLERANCE",
+    "MWEM_PARTICLES_MEASURE_ALL_CAP",
     "MWEM_PARTICLES_PRIOR_MIX",
     "MWEM_PARTICLES_PRIOR_MIX_RULE",
     "MWEM_PARTICLES_PRIOR_SHARE",
     "MWEM_PARTICLES_ROUNDS_CAP",
     "MWEM_PARTICLES_SELECT",
+    "MWEM_PARTICLES_SELECT_SHARE",
     "MWEM_PARTICLES_SUPPORT_SIZE",
     "MWEM_REPLAY_SWEEPS",
     "MWEM_ROUNDS",
@@ -66,6 +68,7 @@ __all__ = [
     "mwem_config",
     "mwem_particle_rounds",
     "mwem_particles_config",
+    "mwem_particles_measures_all",
 ]
 
 FEM_NOISE_SCALE = 1.0
@@ -82,8 +85,15 @@ MWEM_REPLAY_SWEEPS = 10
 """History-replay sweeps per MWEM round."""
 MWEM_PARTICLES_ROUNDS_CAP = 40
 """Largest T of MWEM on particles (what the history replays allow in about a minute on 2 cores)."""
+MWEM_PARTICLES_MEASURE_ALL_CAP = 100
+"""Most workload marginals MWEM on particles (and the table fit) measures every one of, in turn and without
+selection (:func:`mwem_particles_measures_all`): each round then replays the history without answering the
+workload for a selection, and 100 rounds take what 40 selected ones do (measured, docs/benchmarks.md)."""
 MWEM_PARTICLES_PRIOR_SHARE = 0.2
 """Share of ρ for the prior's noisy one-way marginals of MWEM on particles."""
+MWEM_PARTICLES_SELECT_SHARE = 0.3
+"""Share of the rounds' ρ (what the prior leaves) for the exponential-mechanism selections of MWEM on particles; the
+rest measures the selected marginals."""
 MWEM_PARTICLES_PRIOR_MIX = 0.2
 """Weight of the uniform distribution in the prior of MWEM on particles (``support_mix``): the rest is the prior's
 noisy one-way marginals, projected onto the simplex."""
@@ -244,6 +254,20 @@ def mwem_config(
     )
 
 
+def _ideal_particle_rounds(public: PublicQuantities) -> int:
+    return math.floor(0.63 * public.rho * (0.01 * public.n) ** 2)
+
+
+def mwem_particles_measures_all(public: PublicQuantities) -> bool:
+    """Whether the rule measures every workload marginal, in turn and without selection (``select="all"``).
+
+    When the budget can measure each of the workload's ``M`` marginals at the noise the rounds' rule aims for
+    (:func:`mwem_particle_rounds`' uncapped ``T`` is at least ``M``) and ``M`` is at most
+    :data:`MWEM_PARTICLES_MEASURE_ALL_CAP`, nothing is left to select: the selections' budget measures instead.
+    """
+    return public.n_marginals <= MWEM_PARTICLES_MEASURE_ALL_CAP and _ideal_particle_rounds(public) >= public.n_marginals
+
+
 def mwem_particle_rounds(public: PublicQuantities) -> int:
     """``T = ⌊0.63 ρ (0.01 n)²⌋`` clamped to ``[8, min(M, 40)]``.
 
@@ -251,8 +275,7 @@ def mwem_particle_rounds(public: PublicQuantities) -> int:
     cell then gets Gaussian noise of standard deviation about 1 % of ``n``; more rounds would only add noise,
     fewer would leave marginals unmeasured. 40 rounds is what the history replays allow in the time budget.
     """
-    ideal = math.floor(0.63 * public.rho * (0.01 * public.n) ** 2)
-    return int(min(min(public.n_marginals, MWEM_PARTICLES_ROUNDS_CAP), max(8, ideal)))
+    return int(min(min(public.n_marginals, MWEM_PARTICLES_ROUNDS_CAP), max(8, _ideal_particle_rounds(public))))
 
 
 def mwem_particles_config(
@@ -280,14 +303,17 @@ def mwem_particles_config(
     """
     if public.epsilon is None:
         raise ConfigError("the rule of MWEM on particles needs a target epsilon")
+    if rounds is None and select is None and mwem_particles_measures_all(public):
+        rounds, select = public.n_marginals, "all"
     rounds = mwem_particle_rounds(public) if rounds is None else rounds
+    select = MWEM_PARTICLES_SELECT if select is None else select
     budget = calibrate_mwem(
         epsilon=public.epsilon, delta=public.delta, rounds=rounds, mode=mode, measure_noise="gaussian",
-        select_share=0.3, support_share=MWEM_PARTICLES_PRIOR_SHARE if support_share is None else support_share,
+        select_share=0.0 if select == "all" else MWEM_PARTICLES_SELECT_SHARE,
+        support_share=MWEM_PARTICLES_PRIOR_SHARE if support_share is None else support_share,
     )
     return MWEMConfig(
-        rounds=rounds, measure_noise="gaussian", measure="marginal",
-        select=MWEM_PARTICLES_SELECT if select is None else select,
+        rounds=rounds, measure_noise="gaussian", measure="marginal", select=select,
         candidates=MWEM_PARTICLES_CANDIDATES if candidates is None else candidates, learning_rate=2.0, replay_sweeps=1,
         final_sweeps=MWEM_PARTICLES_FINAL_SWEEPS,
         final_min_sweeps=MWEM_PARTICLES_FINAL_MIN_SWEEPS, final_tolerance=MWEM_PARTICLES_FINAL_TOLERANCE,

@@ -151,7 +151,7 @@ def plan_with_fit(plan: Callable[[Any, PlanInputs], ReleasePlan], keys: Any, inp
     note = (
         f"budget split: the table fit takes {share:.{1 if grown else 0}%} of rho for MWEM on {fit.support_size:,} "
         f"particles ({keys.fit.seed_fraction:.0%} seeded with the {keys.name} records), {fit.rounds} rounds (each "
-        f"selects a marginal {selection_words(fit)}), and the rows are sampled from the fitted particles; "
+        f"{selection_words(fit)}), and the rows are sampled from the fitted particles; "
         f"{keys.name} gets the rest{own}. "
         f"Composed in zCDP the two cost epsilon = {costs[mode].epsilon:.4g} within the target epsilon = "
         f"{public.epsilon:.4g} ({mode} accounting): the epsilons of composed steps do not add up"

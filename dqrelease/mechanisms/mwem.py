@@ -78,7 +78,12 @@ def _plan_mwem(keys: MWEMKeys, inputs: PlanInputs) -> ReleasePlan:
 
 def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
     from dq_engine.fit.mwem import mwem_events, selection_words
-    from dq_engine.mechanisms.defaults import MWEM_PARTICLES_ROUNDS_CAP, mwem_particles_config
+    from dq_engine.mechanisms.defaults import (
+        MWEM_PARTICLES_MEASURE_ALL_CAP,
+        MWEM_PARTICLES_ROUNDS_CAP,
+        MWEM_PARTICLES_SELECT_SHARE,
+        mwem_particles_config,
+    )
     from dq_engine.privacy.accounting import mwem_costs
 
     public, mode = inputs.public, inputs.mode
@@ -93,16 +98,21 @@ def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
                     "final_estimator", "delta")
     }
     notes = []
+    measures_all = engine_config.select == "all"
     if keys.rounds is None:
         notes.append(
+            f"T = M = {engine_config.rounds}: the rule floor(0.63 rho (0.01 n)^2) allows a round for each of the "
+            f"workload's M marginals (M <= {MWEM_PARTICLES_MEASURE_ALL_CAP}), so each is measured and none selected"
+            if measures_all else
             f"T = {engine_config.rounds}: the rule floor(0.63 rho (0.01 n)^2) clamped to "
             f"[8, min(M = {public.n_marginals}, {MWEM_PARTICLES_ROUNDS_CAP})]"
         )
+    split = ("the rest for Gaussian measurements" if measures_all else
+             f"of the rest {MWEM_PARTICLES_SELECT_SHARE:.0%} for the selections and "
+             f"{1 - MWEM_PARTICLES_SELECT_SHARE:.0%} for Gaussian measurements of the selected marginals")
     notes.append(
         f"epsilon = {public.epsilon:.4g} ({mode} accounting): 20% of rho for the prior's noisy one-way marginals "
-        "(replayed in the fit), "
-        "of the rest 30% for the selections and 70% for Gaussian measurements of the selected marginals (chosen "
-        f"{selection_words(engine_config)}); "
+        f"(replayed in the fit), {split} (each round {selection_words(engine_config)}); "
         f"{engine_config.support_size} particles, moved using only those noisy results"
     )
     return ReleasePlan(
