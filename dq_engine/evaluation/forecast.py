@@ -227,7 +227,6 @@ class ForecastShape:
         n: Public number of records.
         rows: Number of published rows.
         column_sizes: Values of each column (a natively binary attribute counts 2).
-        workload_columns: Number of columns some workload marginal uses (the prior measures those).
         marginal_cells: Queried cells of each workload marginal.
         complete: Whether each marginal queries every one of its cells.
         n_queries: Positive workload queries ``N``.
@@ -237,7 +236,6 @@ class ForecastShape:
     n: int
     rows: int
     column_sizes: tuple[int, ...]
-    workload_columns: int
     marginal_cells: tuple[int, ...]
     complete: tuple[bool, ...]
     n_queries: int
@@ -259,10 +257,9 @@ class ForecastShape:
         cells = np.diff(workload.marginal_starts)
         attributes = workload.marginals
         full = np.prod(np.where(attributes >= 0, sizes[np.maximum(attributes, 0)], 1), axis=1)
-        used = np.unique(attributes[attributes >= 0])
         return cls(
             n=int(n), rows=int(n if rows is None else rows), column_sizes=tuple(int(s) for s in sizes),
-            workload_columns=int(used.size), marginal_cells=tuple(int(c) for c in cells),
+            marginal_cells=tuple(int(c) for c in cells),
             complete=tuple(bool(c == f) for c, f in zip(cells, full, strict=True)), n_queries=len(workload),
             max_columns=int((attributes >= 0).sum(axis=1).max()),
         )
@@ -346,7 +343,8 @@ def particles_forecast(shape: ForecastShape, config: MWEMConfig, *, label: str) 
     if config.support != "sampled" or config.measure_noise != "gaussian" or not config.support_budget > 0:
         raise ConfigError("the particles forecast needs MWEM on particles with Gaussian measurements and a prior")
     n = shape.n
-    sigma_prior = math.sqrt(shape.workload_columns / config.support_budget) / n
+    columns = len(shape.column_sizes)  # the prior measures every column
+    sigma_prior = math.sqrt(columns / config.support_budget) / n
     sigma_measure = 1.0 / (n * math.sqrt(config.measure_rho))
     sigma_rows = _sampling_sigma(shape)
     floor = 0.0 if config.select == "all" else _selection_floor(shape, config.select_epsilon)  # "all": no draws
@@ -360,7 +358,7 @@ def particles_forecast(shape: ForecastShape, config: MWEMConfig, *, label: str) 
         label=label,
         worst_one_way_cell=Figure(value=one_way, source="calibrated", ratios=FIT_FORECAST_RATIOS, how=(
             f"hypot({PRIOR_FIT_FACTOR:g} x sqrt(sigma_prior^2 + sigma_rows^2) x sqrt(2 ln 2C1), "
-            f"{ONE_WAY_FIT_FLOOR:g}): sigma_prior = sqrt({shape.workload_columns}/{config.support_budget:.3g})/n = "
+            f"{ONE_WAY_FIT_FLOOR:g}): sigma_prior = sqrt({columns}/{config.support_budget:.3g})/n = "
             f"{sigma_prior:.3g}, sigma_rows = {sigma_rows:.3g}, C1 = {shape.one_way_cells}")),
         workload_max=Figure(value=workload, source="calibrated", ratios=FIT_FORECAST_RATIOS, how=(
             f"max(worst one-way, hypot({WORKLOAD_FIT_FACTOR:g} x hypot(noise, selection), {WORKLOAD_FIT_FLOOR:g} x "

@@ -71,10 +71,10 @@ with :class:`~dq_engine.errors.UniverseTooLargeError`: that is where DualQuery, 
   column has values.
 * ``support="sampled"`` replaces the universe by ``support_size`` i.i.d. records drawn from a *prior*
   ``P0`` (product of per-attribute distributions, :mod:`dq_engine.fit.prior`): the uniform distribution, or --
-  with a positive ``support_budget`` -- a mixture of uniform and DP one-way marginals of the workload's
-  attributes, measured once with the configured noise and charged as an event. MW over such a sample with uniform
-  initial weights is the self-normalised importance-sampling estimate of MW over the whole universe
-  started at ``P0``, so this is MWEM with a non-uniform initial distribution, represented by samples.
+  with a positive ``support_budget`` -- a mixture of uniform and DP one-way marginals of every attribute (the
+  workload's or not: every column is published), measured once with the configured noise and charged as an event.
+  MW over such a sample with uniform initial weights is the self-normalised importance-sampling estimate of MW over
+  the whole universe started at ``P0``, so this is MWEM with a non-uniform initial distribution, represented by samples.
   It never refuses (memory is ``support_size`` records). A fixed sample covers the cells where the data
   lives only if the prior puts mass there; ``support_moves > 0`` makes the particles follow ``A``
   (resample-move sequential Monte Carlo: Gilks & Berzuini 2001, Del Moral, Doucet & Jasra 2006), using
@@ -630,7 +630,7 @@ def mwem(
             domain, index, constraints, rng
         )
     else:
-        particles, priors, prior_estimates = sample_support(data, workload, config, rng, constraints=constraints)
+        particles, priors, prior_estimates = sample_support(data, config, rng, constraints=constraints)
         if seeds is not None and config.seed_fraction > 0:
             replace_with_seeds(particles, seeds, seed_weights, config.seed_fraction, rng)
         distribution = ParticleDistribution(particles, priors, index, rng, constraints=constraints,

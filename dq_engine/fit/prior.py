@@ -20,7 +20,6 @@ import numpy as np
 from dq_engine.data.constraints import Constraints
 from dq_engine.data.dataset import Dataset
 from dq_engine.data.marginal_tables import MarginalIndex
-from dq_engine.data.workload import Workload
 from dq_engine.privacy.noise import discrete_gaussian, discrete_laplace
 
 __all__ = [
@@ -95,7 +94,6 @@ def noisy_counts(
 # ---------------------------------------------------------------------- the prior and the particles' start
 def sample_support(
     data: Dataset,
-    workload: Workload,
     config: PriorSettings,
     rng: np.random.Generator,
     *,
@@ -106,8 +104,11 @@ def sample_support(
     Returns the particles, ``P0``'s factors and the noisy one-way marginals (normalised) that the prior mixes in,
     by attribute (empty without a prior budget).
 
-    Attributes in some workload marginal are drawn from ``λ · uniform + (1 - λ) ·`` their noisy one-way marginal,
-    ``λ`` by :func:`uniform_share` (``support_mix`` for every attribute, or less where the noise is small). The
+    Every attribute is drawn from ``λ · uniform + (1 - λ) ·`` its noisy one-way marginal, ``λ`` by
+    :func:`uniform_share` (``support_mix`` for every attribute, or less where the noise is small), including the
+    attributes no workload marginal uses: the published table holds them too, and a uniform column where the data
+    holds one value on 80 % of its rows is further from the data than any DP table of independent columns (what MST
+    and AIM avoid by measuring every one-way marginal; docs/decisions.md). The
     noisy one-way marginals are measured once, all together, with exact noise on the counts (L1 sensitivity
     ``2k``, L2 ``√(2k)`` counts for ``k`` attributes under replace-one, ``k`` and ``√k`` under add/remove,
     ``data.neighbouring``), divided by one estimate of ``n`` (the columns' noisy totals averaged, weighted by the
@@ -126,11 +127,10 @@ def sample_support(
     particles still infeasible after that are repaired towards the witness.
     """
     domain = data.domain
-    used = np.unique(workload.marginals[workload.marginals >= 0])
     priors = [np.full(int(size), 1.0 / size) for size in domain.sizes]
     estimates: dict[int, np.ndarray] = {}
     if config.support_budget > 0:
-        attributes = [int(a) for a in used]
+        attributes = list(range(len(domain.sizes)))
         estimates, total = _one_way_estimates(data, attributes, kind=config.measure_noise,
                                               budget=config.support_budget, rng=rng)
         l1, l2 = prior_sensitivities(data, len(attributes))

@@ -102,7 +102,8 @@ def _plan_particles(keys: MWEMParticlesKeys, inputs: PlanInputs) -> ReleasePlan:
     if keys.rounds is None:
         notes.append(
             f"T = M = {engine_config.rounds}: the rule floor(0.63 rho (0.01 n)^2) allows a round for each of the "
-            f"workload's M marginals (M <= {MWEM_PARTICLES_MEASURE_ALL_CAP}), so each is measured and none selected"
+            f"workload's M marginals, more than the {MWEM_PARTICLES_ROUNDS_CAP} selected rounds' cap allows (M <= "
+            f"{MWEM_PARTICLES_MEASURE_ALL_CAP}), so each is measured and none selected"
             if measures_all else
             f"T = {engine_config.rounds}: the rule floor(0.63 rho (0.01 n)^2) clamped to "
             f"[8, min(M = {public.n_marginals}, {MWEM_PARTICLES_ROUNDS_CAP})]"

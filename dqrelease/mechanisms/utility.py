@@ -90,7 +90,7 @@ def forecast_shape(inputs: PlanInputs, *, rows: int | None = None) -> ForecastSh
     per_marginal = max(1, round(public.n_queries / public.n_marginals))
     return ForecastShape(
         n=public.n, rows=public.n if rows is None else rows, column_sizes=tuple(int(s) for s in sizes),
-        workload_columns=len(domain), marginal_cells=(per_marginal,) * public.n_marginals,
+        marginal_cells=(per_marginal,) * public.n_marginals,
         complete=(False,) * public.n_marginals, n_queries=public.n_queries,
     )
 

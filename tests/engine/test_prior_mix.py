@@ -80,7 +80,7 @@ def test_at_small_noise_the_prior_puts_little_mass_on_empty_values(seed: int):
     empty = _counts(data, (0,)) == 0
     on_empty = {}
     for rule in ("fixed", "noise"):
-        _, priors, _ = sample_support(data, workload, _config(data, workload, rule, 1.0), make_rng(seed))
+        _, priors, _ = sample_support(data, _config(data, workload, rule, 1.0), make_rng(seed))
         on_empty[rule] = float(priors[0][empty].sum())
     assert on_empty["noise"] < 0.02
     assert on_empty["fixed"] > 0.12

@@ -25,7 +25,7 @@ from dq_engine.fit.mwem import MWEMConfig
 
 
 def _shape(**overrides) -> ForecastShape:
-    values = {"n": 10_000, "rows": 10_000, "column_sizes": (2, 4, 10), "workload_columns": 3,
+    values = {"n": 10_000, "rows": 10_000, "column_sizes": (2, 4, 10),
               "marginal_cells": (2, 4, 10, 8, 20, 40), "complete": (True,) * 6, "n_queries": 84}
     values.update(overrides)
     return ForecastShape(**values)
@@ -166,8 +166,8 @@ def test_shape_of_a_workload_counts_cells_and_complete_marginals():
     shape = ForecastShape.of(workload, n=500)
     assert shape.column_sizes == (2, 3, 4) and shape.rows == 500
     assert sorted(shape.marginal_cells) == [2, 4, 6] and shape.complete == (True, True, True)
-    assert shape.workload_columns == 3 and shape.one_way_cells == 9 and shape.workload_cells == 12
-    assert ForecastShape.of(full, n=500, rows=20).workload_columns == 2
+    assert shape.one_way_cells == 9 and shape.workload_cells == 12
+    assert ForecastShape.of(full, n=500, rows=20).rows == 20
 
 
 def test_the_particles_forecast_carries_the_error_bars_measured_on_the_benchmark_tables():

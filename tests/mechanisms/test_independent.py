@@ -131,7 +131,7 @@ def test_the_plan_charges_at_most_the_target_and_the_run_spends_its_plan(epsilon
 
 
 def test_the_one_way_forecast_is_the_noise_of_the_measurement():
-    shape = ForecastShape(n=1_000, rows=1_000, column_sizes=(4, 4, 3), workload_columns=3, marginal_cells=(4, 4, 3),
+    shape = ForecastShape(n=1_000, rows=1_000, column_sizes=(4, 4, 3), marginal_cells=(4, 4, 3),
                           complete=(True, True, True), n_queries=11, max_columns=1)
     forecast = independent_forecast(shape, 0.5)
     sigma = math.sqrt(3 / 0.5) / 1_000

@@ -18,6 +18,7 @@ from dq_engine.fit import mwem as mwem_module
 from dq_engine.fit.mwem import MWEMConfig, calibrate_mwem, mwem, mwem_events
 from dq_engine.mechanisms.defaults import (
     MWEM_PARTICLES_MEASURE_ALL_CAP,
+    MWEM_PARTICLES_ROUNDS_CAP,
     mwem_particles_config,
     mwem_particles_measures_all,
 )
@@ -127,6 +128,9 @@ def test_the_rule_measures_all_when_the_budget_allows_a_round_for_every_marginal
     assert not mwem_particles_measures_all(_public(n=48_842, epsilon=0.1, marginals=64))
     assert not mwem_particles_measures_all(
         _public(n=48_842, epsilon=1.0, marginals=MWEM_PARTICLES_MEASURE_ALL_CAP + 1))
+    # within the selecting rounds' cap they reach T = M themselves, and keep their adaptivity
+    assert not mwem_particles_measures_all(_public(n=48_842, epsilon=1.0, marginals=MWEM_PARTICLES_ROUNDS_CAP))
+    assert mwem_particles_measures_all(_public(n=48_842, epsilon=1.0, marginals=MWEM_PARTICLES_ROUNDS_CAP + 1))
     config = mwem_particles_config(_public(n=48_842, epsilon=1.0, marginals=64))
     assert (config.select, config.rounds, config.select_epsilon) == ("all", 64, 0.0)
     adaptive = mwem_particles_config(_public(n=48_842, epsilon=0.1, marginals=64))
