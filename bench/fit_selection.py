@@ -23,6 +23,12 @@ Its prior's uniform mass (:func:`dq_engine.fit.prior.uniform_share`): ``mix-nois
 before). Rows of ``alternate-closure`` written before that day (``fit_mix.jsonl``, commit e5c9f1a) are
 ``mix-fixed``'s; after it, ``mix-noise``'s.
 
+How many rounds, and whether they select (docs/benchmarks.md, "Measuring every marginal of a small workload"):
+``measure-all`` (the registry's rule since 2026-11-29: a workload of 40 < M <= 100 marginals the budget can measure
+whole is measured whole, no selection) against ``measure-all-off`` (always select, the rule before);
+``select-share-0.1`` (10 % of the rounds' ρ to the selections instead of 30 %), ``rounds-cap-80`` (selecting
+rounds capped at 80 instead of 40) and both (``share-0.1-cap-80``), the alternatives tried first.
+
 All run on the same data, workload, (ε, δ) and seeds, with a DP table of independent columns at the same ε as the
 reference of "pairs worse than independent columns by more than 0.02" (same seed). The rule is switched for the
 run through the constants of ``dq_engine.mechanisms.defaults`` that :data:`RULES` names (every other key is the
@@ -62,8 +68,10 @@ RULES = {
     "estimator-mirror": {"MWEM_PARTICLES_FINAL_ESTIMATOR": "mirror"},
     "mix-noise": {"MWEM_PARTICLES_PRIOR_MIX_RULE": "noise"},
     "mix-fixed": {"MWEM_PARTICLES_PRIOR_MIX_RULE": "fixed"},
-    "select-share-0.1": {"MWEM_PARTICLES_SELECT_SHARE": 0.1},
-    "rounds-cap-80": {"MWEM_PARTICLES_ROUNDS_CAP": 80},
+    "select-share-0.1": {"MWEM_PARTICLES_SELECT_SHARE": 0.1, "MWEM_PARTICLES_MEASURE_ALL_CAP": 0},
+    "rounds-cap-80": {"MWEM_PARTICLES_ROUNDS_CAP": 80, "MWEM_PARTICLES_MEASURE_ALL_CAP": 0},
+    "share-0.1-cap-80": {"MWEM_PARTICLES_SELECT_SHARE": 0.1, "MWEM_PARTICLES_ROUNDS_CAP": 80,
+                         "MWEM_PARTICLES_MEASURE_ALL_CAP": 0},
     "measure-all": {"MWEM_PARTICLES_MEASURE_ALL_CAP": 100},
     "measure-all-off": {"MWEM_PARTICLES_MEASURE_ALL_CAP": 0},
 }
