@@ -107,7 +107,7 @@ from dq_engine.data.answers import answer_workload
 from dq_engine.data.constraints import Constraints
 from dq_engine.data.dataset import Dataset
 from dq_engine.data.marginal_tables import MarginalIndex
-from dq_engine.data.workload import Workload, downward_closure_sets, marginal_queries
+from dq_engine.data.workload import Workload, concatenate_workloads, downward_closure_sets, marginal_queries
 from dq_engine.errors import AccountingError, ConfigError, UniverseTooLargeError
 from dq_engine.fit.particles import ParticleDistribution
 from dq_engine.fit.prior import (
@@ -198,7 +198,8 @@ class MWEMConfig:
         seed_fraction: Share of the particles drawn from seed records given to :func:`mwem` (e.g. another
             synthesizer's output, :mod:`dq_engine.fit.table_fit`); the rest come from the prior. 0 without seeds.
         replay_prior: Also replay the prior's noisy one-way marginals (already charged as its measurement) in
-            every history sweep, for the workload's one-way marginals: the fitted distribution then matches them.
+            every history sweep, for every column (the one-way marginals the workload lacks join the fit's
+            candidates): the fitted distribution then matches them.
         max_universe_log2: Refuse ``support="universe"`` above ``2^max_universe_log2`` records (<= 30).
         delta: δ used to report (ε, δ) costs, in (0, 1).
         track_error: Record internal error-so-far in the diagnostics.
@@ -444,6 +445,22 @@ def _positions(workload: Workload, marginals: list[tuple[int, ...]]) -> list[int
     return [where[attributes(row)] for row in marginals]
 
 
+def _with_every_column(workload: Workload) -> Workload:
+    """``workload`` with the one-way marginal of every column it leaves out (public: the workload's shape only).
+
+    The prior measures every column, and its measurements are replayed on the fit's one-way marginals: a column
+    that no marginal of the fit holds would keep whatever values the particles started with, which for the table
+    fit's seeded particles are the mechanism's records (DualQuery's best responses set a column the workload never
+    asks about arbitrarily: KDD99 with 64 random 3-way marginals published such a column 0.34 off).
+    """
+    used = {int(a) for a in workload.marginals[workload.marginals >= 0]}
+    missing = [(a,) for a in range(len(workload.domain)) if a not in used]
+    if not missing:
+        return workload
+    return concatenate_workloads([workload, marginal_queries(workload.domain, missing)],
+                                 description=f"{workload.description} and every other column's one-way marginal")
+
+
 def _closure(workload: Workload, index: MarginalIndex) -> Workload:
     """The workload's downward closure as a workload (public).
 
@@ -617,6 +634,10 @@ def mwem(
         closed = _closure(workload, index)
         if closed is not workload:
             workload, index = closed, MarginalIndex(closed)
+    if config.replay_prior and config.support == "sampled":
+        completed = _with_every_column(workload)
+        if completed is not workload:
+            workload, index = completed, MarginalIndex(completed)
     if constraints is not None and len(constraints):
         constraints = with_witness(constraints)  # raises, naming the rules, when no record is feasible
     if config.support == "universe":
