@@ -143,10 +143,10 @@ independence gap is the midpoint of the benchmark tables")."""
 
 FIT_FORECAST_RATIOS = (0.55, 1.88)
 """Error bars of the particles forecast (MWEM on particles, and the table fit of DualQuery, DQRS, FEM and sepFEM):
-the lowest and highest forecast / median measured figure over the 60 figures compared out of sample in
+the lowest and highest forecast / median measured figure over the 72 figures compared out of sample in
 docs/benchmarks.md, "Forecast" (the shipped Adult, private-pgm's encoding of Adult, ADULT-64 and KDD99; ε 0.1 and 1;
 DualQuery, DQRS, FEM and sepFEM with the fit, and MWEM on particles; both figures; medians of 5 seeds of the fit's
-current rule; no constant was fitted on them; first 32 figures, the same bounds on all 60). A figure forecast at
+current rule; no constant was fitted on them; first 32 figures, the same bounds on all 72). A figure forecast at
 ``v`` was measured between ``v / 1.88`` and ``v / 0.55`` there; tables unlike these can fall outside
 (docs/benchmarks.md, "Small tables"; HAILFINDER's workload max at 0.44×)."""
 
