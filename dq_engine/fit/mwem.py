@@ -674,16 +674,14 @@ def mwem(
         )
 
     budget = config.measure_epsilon if config.measure_noise == "laplace" else config.measure_rho
-    selects = config.select != "all"
+    order = _positions(workload, in_turn) if config.select == "all" else None  # measured in turn, not selected
     expected_noise = None if config.select in ("query", "all") else _expected_noise_l1(sizes_queried, config, budget, n)
-    order = _positions(workload, in_turn) if not selects else None
-    estimates = _answers(distribution, index) if selects or config.track_error else None
+    estimates = _answers(distribution, index) if order is None or config.track_error else None
     for t in range(1, config.rounds + 1):
         began = time.perf_counter()
-        chose_query = selects and (expected_noise is None or (config.select == "alternate" and t % 2 == 0))
         if order is not None:
             m = order[(t - 1) % len(order)]
-        elif chose_query:
+        elif expected_noise is None or (config.select == "alternate" and t % 2 == 0):
             chosen, _ = select_signed_query(true_answers, estimates, epsilon=config.select_epsilon, n=n, rng=rng)
             m = int(workload.query_marginal[chosen])
         else:
